@@ -1,0 +1,35 @@
+#!/bin/sh
+# One logical backup: pg_dump -Fc of one database into
+# $BACKUP_DIR/<UTC YYYYmmddTHHMMSSZ>.dump with a sha256sum-compatible
+# <name>.dump.sha256 next to it. Files are written under temporary names and
+# renamed last, so a listed .dump is always complete and has its checksum.
+#
+#   PGHOST, PGPORT, PGUSER, PGPASSWORD   libpq reads them directly
+#   PGDATABASE   database to dump (default postgres)
+#   BACKUP_DIR   target directory
+set -eu
+
+: "${PGHOST:?PGHOST is required}"
+: "${PGUSER:?PGUSER is required}"
+: "${BACKUP_DIR:?BACKUP_DIR is required}"
+export PGDATABASE="${PGDATABASE:-postgres}"
+
+stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+name="$stamp.dump"
+mkdir -p "$BACKUP_DIR"
+if [ -e "$BACKUP_DIR/$name" ]; then
+  echo "backup: $BACKUP_DIR/$name already exists" >&2
+  exit 1
+fi
+
+partial="$BACKUP_DIR/.$name.partial"
+trap 'rm -f "$partial" "$partial.sha256"' EXIT
+
+pg_dump -Fc -f "$partial"
+sum="$(sha256sum "$partial" | cut -d' ' -f1)"
+printf '%s  %s\n' "$sum" "$name" > "$partial.sha256"
+
+# Checksum first, dump last: the dump's appearance marks a finished backup.
+mv "$partial.sha256" "$BACKUP_DIR/$name.sha256"
+mv "$partial" "$BACKUP_DIR/$name"
+echo "backup: wrote $BACKUP_DIR/$name ($PGDATABASE from $PGHOST)"

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Container command of every database pod. Ordinal 0 of the StatefulSet is the
+# primary; every other ordinal is a streaming replica of it. Everything comes
+# from the environment, so this also runs outside Kubernetes.
+#
+#   POD_NAME   <name>-<ordinal>; only the trailing ordinal matters
+#   PGDATA     data directory          PGPORT  port (default 5432)
+#   SCRIPTS_DIR        where the other scripts and postgresql.conf live
+#                      (default: this script's directory)
+#   SOCKET_DIR         unix socket directory (default /var/run/postgresql)
+#   LISTEN_ADDRESSES   default '*'
+# plus what primary-init.sh / replica-bootstrap.sh need.
+set -eu
+
+: "${POD_NAME:?POD_NAME is required}"
+: "${PGDATA:?PGDATA is required}"
+PGPORT="${PGPORT:-5432}"
+SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
+SOCKET_DIR="${SOCKET_DIR:-/var/run/postgresql}"
+export PGPORT
+
+ordinal="${POD_NAME##*-}"
+case "$ordinal" in
+  '' | *[!0-9]*)
+    echo "entrypoint: cannot read an ordinal from POD_NAME=$POD_NAME (want <name>-<N>)" >&2
+    exit 1 ;;
+esac
+
+if [ "$ordinal" -eq 0 ]; then
+  echo "entrypoint: $POD_NAME is the primary"
+  sh "$SCRIPTS_DIR/primary-init.sh"
+else
+  echo "entrypoint: $POD_NAME is a replica"
+  sh "$SCRIPTS_DIR/replica-bootstrap.sh"
+fi
+
+# Chart-managed parameters are copied in on every start, so a changed ConfigMap
+# takes effect when the pod restarts (its checksum annotation makes that
+# happen). The include line is relative to postgresql.conf and is copied to
+# replicas by pg_basebackup; adding it here keeps older data directories right.
+if [ -f "$SCRIPTS_DIR/postgresql.conf" ]; then
+  cp "$SCRIPTS_DIR/postgresql.conf" "$PGDATA/chart.conf"
+else
+  : > "$PGDATA/chart.conf"
+fi
+include="include_if_exists = 'chart.conf'"
+grep -qxF "$include" "$PGDATA/postgresql.conf" || printf '\n%s\n' "$include" >> "$PGDATA/postgresql.conf"
+
+# exec: postgres becomes PID 1 and receives the container's signals itself.
+# Command-line settings win over postgresql.conf: these are the chart's wiring.
+exec postgres -D "$PGDATA" -p "$PGPORT" \
+  -c listen_addresses="${LISTEN_ADDRESSES:-*}" \
+  -c unix_socket_directories="$SOCKET_DIR"

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Deletes dumps (and their .sha256) older than BACKUP_RETENTION (<n>h, <n>d or
+# <n>w). The newest dump is always kept, however old, so a failing backup job
+# can never prune the last good backup away. Age comes from the UTC timestamp
+# in the file name, not mtime, which copies and restores change.
+#
+#   BACKUP_DIR, BACKUP_RETENTION
+#   NOW   seconds since the epoch to prune against (default: now; for tests)
+set -eu
+
+: "${BACKUP_DIR:?BACKUP_DIR is required}"
+: "${BACKUP_RETENTION:?BACKUP_RETENTION is required}"
+
+count="${BACKUP_RETENTION%[hdw]}"
+case "$BACKUP_RETENTION" in
+  *h) unit=3600 ;;
+  *d) unit=86400 ;;
+  *w) unit=604800 ;;
+  *) count= ;;
+esac
+case "$count" in
+  '' | *[!0-9]*)
+    echo "prune: BACKUP_RETENTION=$BACKUP_RETENTION is not <n>h, <n>d or <n>w" >&2
+    exit 1 ;;
+esac
+cutoff=$(( ${NOW:-$(date -u +%s)} - count * unit ))
+
+# Seconds since the epoch of a YYYYmmddTHHMMSSZ stamp, in shell arithmetic
+# (date -d is not portable). Days from civil date: H. Hinnant's algorithm.
+# "1$x - 100" strips leading zeros, which sh would read as octal.
+epoch() {
+  y=${1%????????????}; rest=${1#????}
+  m=$((1${rest%??????????} - 100)); rest=${rest#??}
+  d=$((1${rest%????????} - 100)); rest=${rest#???}
+  H=$((1${rest%?????} - 100)); rest=${rest#??}
+  M=$((1${rest%???} - 100)); rest=${rest#??}
+  S=$((1${rest%?} - 100))
+  [ "$m" -le 2 ] && y=$((y - 1))
+  era=$((y / 400)); yoe=$((y - era * 400))
+  doy=$(( (153 * ((m + 9) % 12) + 2) / 5 + d - 1 ))
+  doe=$(( yoe * 365 + yoe / 4 - yoe / 100 + doy ))
+  echo $(( (era * 146097 + doe - 719468) * 86400 + H * 3600 + M * 60 + S ))
+}
+
+# Only names this job writes are considered; anything else is left alone.
+# Stamps sort lexically in time order, so the last one is the newest.
+dumps="$(ls "$BACKUP_DIR" | grep -E '^[0-9]{8}T[0-9]{6}Z\.dump$' | sort || true)"
+newest="$(printf '%s\n' "$dumps" | tail -n 1)"
+
+for name in $dumps; do
+  [ "$name" = "$newest" ] && continue
+  if [ "$(epoch "${name%.dump}")" -lt "$cutoff" ]; then
+    rm -f "$BACKUP_DIR/$name" "$BACKUP_DIR/$name.sha256"
+    echo "prune: removed $name"
+  fi
+done

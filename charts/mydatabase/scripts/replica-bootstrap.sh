@@ -1,0 +1,60 @@
+#!/bin/sh
+# Clones the primary into an empty PGDATA with pg_basebackup -R, which leaves
+# standby.signal and primary_conninfo behind, so the server starts as a
+# streaming replica. Does nothing when PGDATA already holds a cluster.
+#
+#   PGDATA, PGPORT (default 5432), PRIMARY_HOST
+#   PRIMARY_PORT          default PGPORT (differs only when both run on one host)
+#   REPLICATION_USER, REPLICATION_PASSWORD
+#   POD_NAME              names the replication slot
+#   REPLICATION_SLOT=true use a physical slot (off by default: a slot of a
+#                         removed replica pins WAL on the primary until dropped)
+#   PRIMARY_WAIT_SECONDS  how long to wait for the primary (default 600)
+set -eu
+
+: "${PGDATA:?PGDATA is required}"
+: "${PRIMARY_HOST:?PRIMARY_HOST is required}"
+: "${REPLICATION_USER:?REPLICATION_USER is required}"
+: "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}"
+PGPORT="${PGPORT:-5432}"
+PRIMARY_PORT="${PRIMARY_PORT:-$PGPORT}"
+
+if [ -s "$PGDATA/PG_VERSION" ]; then
+  echo "replica-bootstrap: $PGDATA already initialised"
+  exit 0
+fi
+# Never delete what we did not create: a non-empty PGDATA without PG_VERSION
+# needs a human.
+if [ -d "$PGDATA" ] && [ -n "$(ls -A "$PGDATA")" ]; then
+  echo "replica-bootstrap: $PGDATA is not empty but holds no cluster; refusing to touch it" >&2
+  exit 1
+fi
+
+# After a full restart the primary may still be starting.
+deadline=$(( $(date +%s) + ${PRIMARY_WAIT_SECONDS:-600} ))
+until pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT"; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "replica-bootstrap: primary $PRIMARY_HOST:$PRIMARY_PORT not ready" >&2
+    exit 1
+  fi
+  sleep 2
+done
+
+set --
+if [ "${REPLICATION_SLOT:-false}" = true ]; then
+  : "${POD_NAME:?POD_NAME is required for the slot name}"
+  # Slot names allow [a-z0-9_] only.
+  slot="$(printf '%s' "$POD_NAME" | tr '-' '_')"
+  set -- -C -S "$slot"
+fi
+
+# Clone into a side directory and rename at the end: a half-finished clone
+# must never look like a data directory on the next start.
+tmp="$PGDATA.bootstrap"
+rm -rf "$tmp"
+PGPASSWORD="$REPLICATION_PASSWORD" pg_basebackup \
+  -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
+  -D "$tmp" -R -X stream -c fast "$@"
+rm -rf "$PGDATA"   # empty (checked above) or absent
+mv "$tmp" "$PGDATA"
+echo "replica-bootstrap: cloned $PRIMARY_HOST into $PGDATA"

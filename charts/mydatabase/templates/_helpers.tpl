@@ -1,0 +1,121 @@
+{{/*
+Names and labels shared by every template.
+*/}}
+
+{{/* app.kubernetes.io/name: the chart name unless nameOverride is set. */}}
+{{- define "mydatabase.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Object name prefix: the release name (== the MyDatabase name) unless
+fullnameOverride is set. Never truncated: the operator and PRIMARY_HOST rely on
+exact names, so a name that is too long fails loudly instead. 52 characters is
+the StatefulSet limit (its pods get a controller-revision-hash label
+"<name>-<10 chars>", which must fit in 63).
+*/}}
+{{- define "mydatabase.fullname" -}}
+{{- $name := default .Release.Name .Values.fullnameOverride -}}
+{{- if gt (len $name) 52 -}}
+{{- fail (printf "name %q is %d characters long; at most 52 are allowed (StatefulSet name limit)" $name (len $name)) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/* helm.sh/chart label value. */}}
+{{- define "mydatabase.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+app.kubernetes.io/version: the PostgreSQL image tag actually deployed, made a
+valid label value (at most 63 characters, alphanumeric at both ends).
+*/}}
+{{- define "mydatabase.version" -}}
+{{- regexReplaceAll "[^A-Za-z0-9]+$" (.Values.image.tag | trunc 63) "" -}}
+{{- end -}}
+
+{{/*
+Selector labels: name + instance only. Selectors are immutable, so nothing that
+can change (version, chart, component) belongs here.
+*/}}
+{{- define "mydatabase.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mydatabase.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/*
+Full label set for object metadata. Pass a dict: (dict "ctx" $ "component" "database").
+*/}}
+{{- define "mydatabase.labels" -}}
+{{ include "mydatabase.selectorLabels" .ctx }}
+app.kubernetes.io/version: {{ include "mydatabase.version" .ctx | quote }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+helm.sh/chart: {{ include "mydatabase.chart" .ctx }}
+{{- end -}}
+
+{{/* Container image reference: [registry/]repository:tag */}}
+{{- define "mydatabase.image" -}}
+{{- if .Values.image.registry -}}
+{{- printf "%s/%s:%s" .Values.image.registry .Values.image.repository .Values.image.tag -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The credentials Secret's name; rendering fails without it. */}}
+{{- define "mydatabase.secretName" -}}
+{{- required "credentials.secretName is required: the name of an existing Secret with keys username, password, replication-username and replication-password (the operator creates it; the chart never does)" .Values.credentials.secretName -}}
+{{- end -}}
+
+{{/* DNS name of the primary (ordinal 0) through the headless Service. */}}
+{{- define "mydatabase.primaryHost" -}}
+{{- $fullname := include "mydatabase.fullname" . -}}
+{{- printf "%s-0.%s-headless.%s.svc" $fullname $fullname .Release.Namespace -}}
+{{- end -}}
+
+{{/*
+Restricted pod and container security contexts (Pod Security "restricted").
+999 is the postgres user and group of the official image.
+*/}}
+{{- define "mydatabase.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 999
+runAsGroup: 999
+fsGroup: 999
+# Do not chown a large data volume on every mount.
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "mydatabase.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop:
+    - ALL
+{{- end -}}
+
+{{/*
+Pull and node-placement settings shared by the database and backup pods.
+affinity is left out on purpose and set on the database pods only: backup pods
+carry the same name+instance labels, so an anti-affinity rule written for the
+database pods would keep a backup pod off every node that runs one.
+*/}}
+{{- define "mydatabase.podScheduling" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

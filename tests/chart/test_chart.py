@@ -1,0 +1,467 @@
+"""Tests of charts/mydatabase rendered by the real helm CLI (no cluster needed)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+from pathlib import Path
+
+import pytest
+
+# Not imported from conftest: with several test folders, "conftest" is ambiguous.
+CHART = Path(__file__).resolve().parents[2] / "charts" / "mydatabase"
+
+# Values equivalent to the seed MyDatabase (seed/seed-mydatabase.yaml).
+SEED_VALUES = {
+    "replicas": 3,
+    "image": {"tag": "15.2"},
+    "storage": {"size": "100Gi"},
+    "credentials": {"secretName": "production-db-credentials"},
+    "backup": {"enabled": True, "schedule": "0 2 * * *", "retention": "7d"},
+}
+
+RELEASE = "production-db"
+NAMESPACE = "prod"
+SECRET = SEED_VALUES["credentials"]["secretName"]
+SELECTOR = {
+    "app.kubernetes.io/name": "mydatabase",
+    "app.kubernetes.io/instance": RELEASE,
+}
+STANDARD_LABELS = {
+    "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+    "app.kubernetes.io/component", "app.kubernetes.io/managed-by", "helm.sh/chart",
+}
+SCRIPTS = ["entrypoint.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh", "prune.sh"]
+
+
+def seed(**changes) -> dict:
+    """The seed values with top-level keys replaced or deep-merged."""
+    values = copy.deepcopy(SEED_VALUES)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(values.get(key), dict):
+            values[key].update(value)
+        else:
+            values[key] = value
+    return values
+
+
+def container(pod_spec: dict, name: str) -> dict:
+    return next(c for c in pod_spec["containers"] if c["name"] == name)
+
+
+def env_of(c: dict) -> dict:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def cronjob_pod(rendered) -> dict:
+    return rendered.get("CronJob", f"{RELEASE}-backup")["spec"]["jobTemplate"]["spec"]["template"]
+
+
+@pytest.fixture
+def seeded(render):
+    return render(seed())
+
+
+def test_seed_statefulset(seeded):
+    """The seed CR's values give 3 replicas, 100Gi claims, the 15.2 image and a
+    name+instance-only selector, with the primary reachable through the headless Service."""
+    sts = seeded.get("StatefulSet", RELEASE)
+    spec = sts["spec"]
+    assert spec["replicas"] == 3
+    assert spec["serviceName"] == f"{RELEASE}-headless"
+    assert spec["podManagementPolicy"] == "OrderedReady"
+    assert spec["updateStrategy"]["type"] == "RollingUpdate"
+    assert spec["selector"] == {"matchLabels": SELECTOR}
+
+    [claim] = spec["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "100Gi"
+
+    pod = spec["template"]
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "database"
+    pg = container(pod["spec"], "postgres")
+    assert pg["image"] == "docker.io/library/postgres:15.2"
+    assert pg["command"] == ["/bin/sh", "/scripts/entrypoint.sh"]
+    assert pg["ports"] == [{"name": "postgresql", "containerPort": 5432, "protocol": "TCP"}]
+    env = env_of(pg)
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["PGDATA"]["value"] == "/var/lib/postgresql/data/pgdata"
+    assert env["PGPORT"]["value"] == "5432"
+    assert env["PRIMARY_HOST"]["value"] == f"{RELEASE}-0.{RELEASE}-headless.{NAMESPACE}.svc"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        cmd = pg[probe]["exec"]["command"]
+        assert cmd[0] == "pg_isready" and "127.0.0.1" in cmd, probe
+    mounts = {m["mountPath"]: m["name"] for m in pg["volumeMounts"]}
+    assert mounts["/var/lib/postgresql/data"] == "data"
+    assert mounts["/scripts"] == "scripts"
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["scripts"]["configMap"] == {"name": f"{RELEASE}-scripts", "defaultMode": 0o555}
+    assert "emptyDir" in volumes[mounts["/var/run/postgresql"]]
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+
+
+def test_services_select_by_role(seeded):
+    """Headless selects every pod (and publishes unready ones); the read-write
+    Service adds role=primary and the read-only one role=replica."""
+    headless = seeded.get("Service", f"{RELEASE}-headless")["spec"]
+    assert headless["clusterIP"] == "None"
+    assert headless["publishNotReadyAddresses"] is True
+    assert headless["selector"] == SELECTOR
+
+    rw = seeded.get("Service", RELEASE)["spec"]
+    assert rw["type"] == "ClusterIP"
+    assert rw["selector"] == {**SELECTOR, "myapp.example.com/role": "primary"}
+    assert [(p["port"], p["targetPort"]) for p in rw["ports"]] == [(5432, "postgresql")]
+
+    ro = seeded.get("Service", f"{RELEASE}-ro")["spec"]
+    assert ro["selector"] == {**SELECTOR, "myapp.example.com/role": "replica"}
+    assert len(seeded.kinds("Service")) == 3
+
+
+def test_role_label_key_comes_from_values(render):
+    """roleLabel changes the key the rw/ro Services select on."""
+    out = render(seed(roleLabel="example.org/pg-role"))
+    assert out.get("Service", RELEASE)["spec"]["selector"]["example.org/pg-role"] == "primary"
+    assert out.get("Service", f"{RELEASE}-ro")["spec"]["selector"]["example.org/pg-role"] == "replica"
+
+
+def test_seed_backup_cronjob_and_pvc(seeded):
+    """backup.enabled gives a Forbid-concurrency CronJob on the seed schedule that
+    dumps from the rw Service into a kept backups PVC, then prunes."""
+    cj = seeded.get("CronJob", f"{RELEASE}-backup")["spec"]
+    assert cj["schedule"] == "0 2 * * *"
+    assert cj["concurrencyPolicy"] == "Forbid"
+    assert cj["successfulJobsHistoryLimit"] == 3
+    assert cj["failedJobsHistoryLimit"] == 3
+    assert cj["jobTemplate"]["spec"]["backoffLimit"] == 1
+
+    pod = cronjob_pod(seeded)
+    assert pod["metadata"]["labels"] == {**SELECTOR, "app.kubernetes.io/component": "backup"}
+    assert pod["spec"]["restartPolicy"] == "Never"
+    c = container(pod["spec"], "backup")
+    assert c["image"] == "docker.io/library/postgres:15.2"
+    script = " ".join(c["command"])
+    assert script.index("/scripts/backup.sh") < script.index("/scripts/prune.sh")
+    env = env_of(c)
+    assert env["PGHOST"]["value"] == RELEASE
+    assert env["PGPORT"]["value"] == "5432"
+    assert env["BACKUP_DIR"]["value"] == "/backups"
+    assert env["BACKUP_RETENTION"]["value"] == "7d"
+    assert {m["mountPath"]: m["name"] for m in c["volumeMounts"]}["/backups"] == "backups"
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["backups"]["persistentVolumeClaim"]["claimName"] == f"{RELEASE}-backups"
+
+    pvc = seeded.get("PersistentVolumeClaim", f"{RELEASE}-backups")
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+
+def test_backup_disabled_renders_no_backup_objects(render):
+    """With backup.enabled false there is no CronJob and no backups PVC."""
+    out = render(seed(backup={"enabled": False}))
+    assert out.kinds("CronJob") == []
+    assert out.kinds("PersistentVolumeClaim") == []
+    assert "StatefulSet" in {d["kind"] for d in out.docs}
+
+
+def test_storage_class_only_when_set(render):
+    """storageClassName is omitted for "" (cluster default) and rendered when set,
+    for both the data claims and the backups claim."""
+    default = render(seed())
+    claim = default.get("StatefulSet", RELEASE)["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert "storageClassName" not in claim
+    assert "storageClassName" not in default.get("PersistentVolumeClaim", f"{RELEASE}-backups")["spec"]
+
+    out = render(seed(storage={"storageClassName": "fast"},
+                      backup={"storage": {"size": "20Gi", "storageClassName": "cheap"}}))
+    claim = out.get("StatefulSet", RELEASE)["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert claim["storageClassName"] == "fast"
+    backups = out.get("PersistentVolumeClaim", f"{RELEASE}-backups")["spec"]
+    assert backups["storageClassName"] == "cheap"
+    assert backups["resources"]["requests"]["storage"] == "20Gi"
+
+
+def test_credentials_only_by_secret_reference(seeded, helm):
+    """No Secret object and no literal credential: every user/password env var is a
+    secretKeyRef to credentials.secretName, and values cannot even carry a password."""
+    assert seeded.kinds("Secret") == []
+    expected = {
+        ("StatefulSet", "postgres"): {
+            "POSTGRES_USER": "username", "POSTGRES_PASSWORD": "password",
+            "REPLICATION_USER": "replication-username",
+            "REPLICATION_PASSWORD": "replication-password",
+        },
+        ("CronJob", "backup"): {"PGUSER": "username", "PGPASSWORD": "password"},
+    }
+    pods = {
+        "StatefulSet": seeded.get("StatefulSet", RELEASE)["spec"]["template"],
+        "CronJob": cronjob_pod(seeded),
+    }
+    for (kind, cname), refs in expected.items():
+        env = env_of(container(pods[kind]["spec"], cname))
+        for var, key in refs.items():
+            assert "value" not in env[var], f"{kind}/{var} has a literal value"
+            assert env[var]["valueFrom"]["secretKeyRef"] == {"name": SECRET, "key": key}
+        # Any other variable that looks like a credential must also come from a Secret.
+        for name, e in env.items():
+            if re.search(r"PASS|USER|SECRET|TOKEN", name):
+                assert "secretKeyRef" in e.get("valueFrom", {}), f"{kind}/{name}"
+
+    res = helm("template", RELEASE, str(CHART),
+               values=seed(credentials={"secretName": SECRET, "password": "hunter2"}))
+    assert res.returncode != 0
+    assert "password" in res.stderr and "hunter2" not in res.stdout
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"replicas": -1}, "/replicas"),
+        ({"replicas": "3"}, "/replicas"),
+        ({"bogus": 1}, "bogus"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+        ({"storage": {"size": "lots"}}, "/storage/size"),
+        ({"backup": {"retention": "7days"}}, "/backup/retention"),
+        ({"backup": {"schedule": "daily"}}, "/backup/schedule"),
+        ({"backup": {"storage": {"size": "1Gi", "extra": True}}}, "extra"),
+        ({"postgresql": {"port": 5432, "parameters": {"max_connections": 200}}},
+         "/postgresql/parameters/max_connections"),
+        ({"postgresql": {"port": 5432, "parameters": {"bad key": "x"}}},
+         "/postgresql/parameters"),
+        ({"podLabels": {"bad key!": "x"}}, "/podLabels"),
+    ],
+)
+def test_schema_rejects_bad_values(helm, changes, field):
+    """values.schema.json rejects the bad value and helm's error names the field."""
+    res = helm("template", RELEASE, str(CHART), values=seed(**changes))
+    assert res.returncode != 0, res.stdout[:500]
+    assert field in res.stderr, res.stderr
+
+
+def test_lint_strict_passes(helm):
+    """helm lint --strict passes with no warnings, with minimal and with seed values."""
+    for args, values in ((["--set", "credentials.secretName=lint"], None), ([], seed())):
+        res = helm("lint", "--strict", str(CHART), *args, values=values)
+        output = res.stdout + res.stderr
+        assert res.returncode == 0, output
+        assert "[WARNING]" not in output and "[ERROR]" not in output, output
+
+
+def test_missing_secret_name_fails_clearly(helm):
+    """Without credentials.secretName rendering fails and says what is missing."""
+    res = helm("template", "x", str(CHART))
+    assert res.returncode != 0
+    assert "credentials.secretName is required" in res.stderr, res.stderr
+
+
+def test_defaults_render_with_only_secret_name(render):
+    """values.yaml defaults plus a Secret name render a one-pod database, no backups,
+    every object in the release namespace."""
+    out = render(None, "--set", "credentials.secretName=x", release="db", namespace="team-a")
+    assert sorted(out.by_key) == sorted([
+        ("ConfigMap", "db-scripts"), ("StatefulSet", "db"), ("Service", "db"),
+        ("Service", "db-headless"), ("Service", "db-ro"),
+    ])
+    assert out.get("StatefulSet", "db")["spec"]["replicas"] == 1
+    assert all(d["metadata"]["namespace"] == "team-a" for d in out.docs)
+
+
+def test_hibernation_scales_statefulset_to_zero(render):
+    """replicas: 0 is valid and scales the StatefulSet to zero while keeping everything else."""
+    out = render(seed(replicas=0))
+    assert out.get("StatefulSet", RELEASE)["spec"]["replicas"] == 0
+    assert out.kinds("Service") and out.kinds("CronJob")
+
+
+def test_parameters_render_sorted_and_quoted(render):
+    """postgresql.parameters become sorted key = 'value' lines, quotes and backslashes escaped."""
+    params = {"work_mem": "64MB", "max_connections": "200", "log_line_prefix": "it's a \\ test",
+              "pg_stat_statements.max": "10000"}
+    out = render(seed(postgresql={"port": 5432, "parameters": params}))
+    conf = out.get("ConfigMap", f"{RELEASE}-scripts")["data"]["postgresql.conf"]
+    lines = [ln for ln in conf.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines == [
+        "log_line_prefix = 'it''s a \\\\ test'",
+        "max_connections = '200'",
+        "pg_stat_statements.max = '10000'",
+        "work_mem = '64MB'",
+    ]
+
+
+def test_parameter_change_rolls_pods(render):
+    """The pod template's checksum/scripts annotation changes with the parameters,
+    so a changed postgresql.conf restarts the pods."""
+    def checksum(values):
+        sts = render(values).get("StatefulSet", RELEASE)
+        return sts["spec"]["template"]["metadata"]["annotations"]["checksum/scripts"]
+
+    base = checksum(seed())
+    assert re.fullmatch(r"[0-9a-f]{64}", base)
+    assert checksum(seed()) == base
+    assert checksum(seed(postgresql={"port": 5432, "parameters": {"work_mem": "8MB"}})) != base
+
+
+def test_standard_labels_everywhere(render):
+    """Every object carries the six standard labels; pod labels add podLabels but
+    can never override the selector labels."""
+    out = render(seed(podLabels={"team": "payments", "app.kubernetes.io/name": "evil"},
+                      podAnnotations={"example.com/note": "x"}))
+    for d in out.docs:
+        labels = d["metadata"]["labels"]
+        assert STANDARD_LABELS <= set(labels), (d["kind"], d["metadata"]["name"])
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["helm.sh/chart"] == "mydatabase-0.1.0"
+        assert labels["app.kubernetes.io/version"] == "15.2"
+    pod_meta = out.get("StatefulSet", RELEASE)["spec"]["template"]["metadata"]
+    assert pod_meta["labels"] == {**SELECTOR, "app.kubernetes.io/component": "database",
+                                  "team": "payments"}
+    assert pod_meta["annotations"]["example.com/note"] == "x"
+
+
+def test_immutable_fields_stable_across_versions(render):
+    """Changing the PostgreSQL version changes the image but neither the selector
+    nor the volumeClaimTemplates (both immutable on a StatefulSet)."""
+    a = render(seed()).get("StatefulSet", RELEASE)["spec"]
+    b = render(seed(image={"tag": "16.4"})).get("StatefulSet", RELEASE)["spec"]
+    assert a["selector"] == b["selector"]
+    assert a["volumeClaimTemplates"] == b["volumeClaimTemplates"]
+    assert a["serviceName"] == b["serviceName"]
+    assert container(b["template"]["spec"], "postgres")["image"].endswith(":16.4")
+
+
+def test_restricted_security_context(seeded):
+    """Database and backup pods meet the restricted Pod Security profile, with a
+    read-only root filesystem."""
+    for pod in (seeded.get("StatefulSet", RELEASE)["spec"]["template"], cronjob_pod(seeded)):
+        psc = pod["spec"]["securityContext"]
+        assert psc["runAsNonRoot"] is True
+        assert (psc["runAsUser"], psc["runAsGroup"], psc["fsGroup"]) == (999, 999, 999)
+        assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in pod["spec"]["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            assert sc["readOnlyRootFilesystem"] is True
+
+
+def test_passthrough_scheduling_and_resources(render):
+    """imagePullSecrets, nodeSelector, tolerations, affinity and resources reach the
+    database pod; absent when unset."""
+    extra = {
+        "imagePullSecrets": [{"name": "regcred"}],
+        "nodeSelector": {"disk": "ssd"},
+        "tolerations": [{"key": "db", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+    }
+    spec = render(seed(**extra)).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]
+    for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity"):
+        assert spec[key] == extra[key], key
+    assert container(spec, "postgres")["resources"] == extra["resources"]
+
+    bare = render(seed()).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]
+    for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity"):
+        assert key not in bare, key
+    assert "resources" not in container(bare, "postgres")
+
+
+def test_too_long_name_fails(helm):
+    """Names that would break the StatefulSet (52) or CronJob (45 + -backup) limits
+    fail rendering instead of being silently truncated."""
+    res = helm("template", "a" * 53, str(CHART), "--set", "credentials.secretName=x")
+    assert res.returncode != 0 and "at most 52" in res.stderr, res.stderr
+    res = helm("template", "a" * 46, str(CHART), values=seed())
+    assert res.returncode != 0 and "at most 45" in res.stderr, res.stderr
+    res = helm("template", "a" * 45, str(CHART), values=seed())
+    assert res.returncode == 0, res.stderr
+
+
+# --- the scripts, taken from the rendered ConfigMap -------------------------
+
+@pytest.fixture
+def scripts_dir(seeded, tmp_path):
+    data = seeded.get("ConfigMap", f"{RELEASE}-scripts")["data"]
+    d = tmp_path / "scripts"
+    d.mkdir()
+    for name, text in data.items():
+        (d / name).write_text(text)
+    return d
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_scripts_are_strict_posix_sh(scripts_dir, name):
+    """Each script is in the ConfigMap, parses under dash (POSIX sh) and runs with set -eu."""
+    path = scripts_dir / name
+    text = path.read_text()
+    assert re.search(r"^set -eu$", text, re.M), name
+    sh = shutil.which("dash") or "/bin/sh"
+    res = subprocess.run([sh, "-n", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y%m%dT%H%M%SZ")
+
+
+def _prune(scripts_dir, backups, retention, now):
+    env = {"PATH": os.environ["PATH"], "BACKUP_DIR": str(backups),
+           "BACKUP_RETENTION": retention, "NOW": str(int(now.timestamp()))}
+    return subprocess.run(["sh", str(scripts_dir / "prune.sh")], env=env,
+                          capture_output=True, text=True)
+
+
+def test_prune_deletes_old_dumps_only(scripts_dir, tmp_path):
+    """prune.sh removes dumps (and checksums) older than the retention, keeps newer
+    ones and never touches files it did not write."""
+    now = datetime(2024, 3, 10, 2, 0, 0, tzinfo=timezone.utc)
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    ages = {"old": timedelta(days=10), "edge": timedelta(days=7, seconds=1),
+            "kept": timedelta(days=6, hours=23), "new": timedelta(hours=1)}
+    names = {k: _stamp(now - v) + ".dump" for k, v in ages.items()}
+    for n in names.values():
+        (backups / n).write_text("dump")
+        (backups / (n + ".sha256")).write_text("sum")
+    (backups / "notes.txt").write_text("mine")
+
+    res = _prune(scripts_dir, backups, "7d", now)
+    assert res.returncode == 0, res.stderr
+    left = sorted(p.name for p in backups.iterdir())
+    assert left == sorted([names["kept"], names["kept"] + ".sha256",
+                           names["new"], names["new"] + ".sha256", "notes.txt"])
+
+
+@pytest.mark.parametrize("retention, kept", [("12h", 1), ("2w", 3), ("0d", 1)])
+def test_prune_units_and_newest_always_kept(scripts_dir, tmp_path, retention, kept):
+    """h/d/w retentions are honoured and the newest dump survives even when every
+    dump is older than the retention."""
+    now = datetime(2024, 1, 1, 0, 0, 0, tzinfo=timezone.utc)
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    for days in (1, 3, 10):
+        (backups / (_stamp(now - timedelta(days=days)) + ".dump")).write_text("x")
+    res = _prune(scripts_dir, backups, retention, now)
+    assert res.returncode == 0, res.stderr
+    left = sorted(p.name for p in backups.iterdir())
+    assert len(left) == kept
+    assert left[-1] == _stamp(now - timedelta(days=1)) + ".dump"
+
+
+def test_prune_rejects_bad_retention(scripts_dir, tmp_path):
+    """A malformed BACKUP_RETENTION is an error, not 'delete everything'."""
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    (backups / "20240101T000000Z.dump").write_text("x")
+    (backups / "20230101T000000Z.dump").write_text("x")
+    res = _prune(scripts_dir, backups, "7days", datetime.now(timezone.utc))
+    assert res.returncode != 0
+    assert len(list(backups.iterdir())) == 2
