@@ -58,6 +58,7 @@ KWOK_MODULE_STAGES = [
     "pod/fast/pod-delete.yaml",
 ]
 COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+OPERATOR = "mydb-operator"  # started by `make demo`; stopped with the cluster
 START = time.monotonic()
 
 
@@ -160,13 +161,14 @@ def pid_file(name: str) -> Path:
 
 
 def running_pid(name: str) -> int | None:
-    """The pid of component `name` if it is alive and is really our binary."""
+    """The pid of component `name` if it is alive and is really that program (pids get reused)."""
     try:
         pid = int(pid_file(name).read_text())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except (FileNotFoundError, ValueError, ProcessLookupError):
         return None
-    return pid if Path(cmdline).name == name else None
+    ours = Path(args[0]).name == name or (name == OPERATOR and "mydb_operator.cli" in args)
+    return pid if ours else None
 
 
 def start(name: str, args: list[str]) -> None:
@@ -393,7 +395,7 @@ def cmd_up(_: argparse.Namespace) -> None:
 
 
 def cmd_down(_: argparse.Namespace) -> None:
-    for name in reversed(COMPONENTS):
+    for name in [OPERATOR, *reversed(COMPONENTS)]:
         stop(name)
     if STATE_DIR.exists():
         subprocess.run(["rm", "-rf", str(STATE_DIR)], check=True)

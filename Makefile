@@ -1,0 +1,37 @@
+# Two commands on a fresh machine:  make demo  and  make test
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: demo test test-unit test-e2e venv tools cluster-up cluster-down lint clean
+
+demo: venv ## start the local control plane and the operator, apply the seed CR, show it Ready
+	bash hack/demo.sh
+
+test: venv tools ## every test: unit, chart, and e2e on the local control plane (started if needed)
+	$(PY) -m pytest tests
+
+test-unit: venv ## the tests that need no cluster
+	$(PY) -m pytest tests/unit tests/chart
+
+test-e2e: venv tools
+	$(PY) -m pytest tests/e2e
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+tools: ## build (or reuse) etcd, kube-*, kubectl, kwok and helm
+	bash hack/build-tools.sh >/dev/null
+
+cluster-up: ## start the local control plane (a no-op when it is healthy)
+	$(PYTHON) hack/cluster.py up
+
+cluster-down: ## stop every process the cluster (and the demo) started, remove its state
+	$(PYTHON) hack/cluster.py down
+
+clean: cluster-down
+	rm -rf $(VENV) .pytest_cache

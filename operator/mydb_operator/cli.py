@@ -1,0 +1,102 @@
+"""mydb-operator: run the operator, or show what it would apply for a MyDatabase file."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import api
+from .config import CONFIG
+from .helm import Helm, HelmError
+from .model import SpecError, parse_spec
+from .values import build_values
+
+
+def load_database(path: str) -> dict[str, Any]:
+    """The one MyDatabase in a YAML file ('-' for stdin)."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    databases = [d for d in documents if d.get("kind") == api.KIND]
+    if len(databases) != 1:
+        raise SystemExit(f"{path}: expected exactly one {api.KIND}, found {len(databases)}")
+    return databases[0]
+
+
+def values_for(database: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return build_values(database["metadata"]["name"], parse_spec(database.get("spec") or {}))
+    except SpecError as error:
+        raise SystemExit(f"invalid {api.KIND}: {error}") from None
+
+
+def cmd_values(args: argparse.Namespace) -> None:
+    yaml.safe_dump(values_for(load_database(args.file)), sys.stdout, sort_keys=True)
+
+
+def cmd_render(args: argparse.Namespace) -> None:
+    database = load_database(args.file)
+    values = values_for(database)
+    namespace = args.namespace or database["metadata"].get("namespace") or "default"
+    helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm)
+    try:
+        objects = asyncio.run(helm.template(database["metadata"]["name"], namespace, values))
+    except HelmError as error:
+        raise SystemExit(f"helm template failed: {error}") from None
+    yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    import kopf
+
+    from . import handlers  # noqa: F401  (registers the handlers)
+
+    CONFIG.namespaces = args.namespace or []
+    if args.resync is not None:
+        CONFIG.resync_seconds = args.resync
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kopf.run(
+        clusterwide=not CONFIG.namespaces,
+        namespaces=CONFIG.namespaces,
+        standalone=True,
+        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="mydb-operator", description=__doc__)
+    parser.add_argument("--chart", help="chart directory (default: the bundled chart, or MYDB_CHART_DIR)")
+    parser.add_argument("--helm", help="helm executable (default: helm on PATH, or MYDB_HELM)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the operator")
+    run.add_argument("-n", "--namespace", action="append",
+                     help="watch only this namespace (repeatable); default: all namespaces")
+    run.add_argument("--resync", type=float, help="seconds between periodic reconciles (default 60)")
+    run.add_argument("--health-port", type=int, default=8080, help="liveness endpoint port (0: off)")
+    run.set_defaults(func=cmd_run)
+
+    render = commands.add_parser("render", help="print the manifests the operator would apply")
+    render.add_argument("-f", "--file", required=True, help="a MyDatabase YAML file, or - for stdin")
+    render.add_argument("--namespace", help="namespace to render for (default: the CR's, else default)")
+    render.set_defaults(func=cmd_render)
+
+    values = commands.add_parser("values", help="print the Helm values the operator would pass")
+    values.add_argument("-f", "--file", required=True, help="a MyDatabase YAML file, or - for stdin")
+    values.set_defaults(func=cmd_values)
+
+    args = parser.parse_args(argv)
+    if args.chart:
+        CONFIG.chart_dir = Path(args.chart)
+    if args.helm:
+        CONFIG.helm = args.helm
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Operator settings, from the command line or the environment (MYDB_*)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The bundled chart, found beside the package in a checkout or an image built from it.
+BUNDLED_CHART = Path(__file__).resolve().parents[2] / "charts" / "mydatabase"
+
+
+@dataclass
+class Config:
+    chart_dir: Path = field(default_factory=lambda: Path(os.environ.get("MYDB_CHART_DIR", BUNDLED_CHART)))
+    helm: str = field(default_factory=lambda: os.environ.get("MYDB_HELM", "helm"))
+    namespaces: list[str] = field(default_factory=list)  # empty: every namespace
+    resync_seconds: float = field(default_factory=lambda: float(os.environ.get("MYDB_RESYNC_SECONDS", "60")))
+    helm_parallel: int = field(default_factory=lambda: int(os.environ.get("MYDB_HELM_PARALLEL", "4")))
+    history_max: int = 5
+
+
+CONFIG = Config()

@@ -1,0 +1,148 @@
+"""kopf wiring: thin handlers that hand each MyDatabase to a long-lived reconcile loop.
+
+Each MyDatabase gets one daemon. It reconciles when poked (its spec changed,
+or one of its pods, StatefulSet, Services, CronJob or Jobs changed) and every
+resync interval otherwise; between pokes it sleeps. Helm runs only when the
+values hash differs from the applied one, or when a child object drifted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+import kubernetes
+
+from . import api, kube
+from .config import CONFIG
+from .helm import Helm, HelmError
+from .model import SpecError, parse_spec
+from .reconcile import reconcile, status_patch
+from .status import DELETING
+from .values import credentials_secret_name
+
+log = logging.getLogger(__name__)
+HELM: Helm | None = None
+POKES: dict[tuple[str, str], asyncio.Event] = {}
+BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
+DEBOUNCE = 0.2  # let a burst of pod events settle into one reconcile
+
+
+def poke(namespace: str | None, name: str | None) -> None:
+    event = POKES.get((namespace or "", name or ""))
+    if event is not None:
+        event.set()
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    global HELM
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    settings.persistence.finalizer = api.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=api.ANNOTATION_PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=api.ANNOTATION_PREFIX, key="last-handled-configuration")
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.posting.level = logging.INFO
+    settings.peering.standalone = True
+    HELM = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
+                max_parallel=CONFIG.helm_parallel)
+    log.info("chart %s (digest %s), helm %s", CONFIG.chart_dir, HELM.digest, HELM.client.version)
+
+
+@kopf.daemon(api.GROUP, api.VERSION, api.PLURAL, cancellation_timeout=10.0)
+async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf.DaemonStopped,
+                       **_: Any) -> None:
+    """Reconcile one database until it is deleted or the operator stops."""
+    key = (namespace, name)
+    wake = POKES.setdefault(key, asyncio.Event())
+    known_status: dict[str, Any] | None = None
+    failures = 0
+    try:
+        while not stopped:
+            wake.clear()
+            snapshot = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
+            delay = CONFIG.resync_seconds
+            try:
+                outcome = await reconcile(snapshot, known_status, HELM)
+                previous = known_status if known_status is not None else snapshot["status"]
+                patch = status_patch(previous, outcome.status)
+                if patch is not None:
+                    await kube.patch_status(namespace, name, patch)
+                if known_status is None and not outcome.events:
+                    revision = (outcome.status.get("release") or {}).get("revision")
+                    log.info("%s/%s: up to date at helm revision %s, no helm run needed", namespace, name, revision)
+                known_status = outcome.status
+                for type_, reason, message in outcome.events:
+                    kopf.event(body, type=type_, reason=reason, message=message)
+                if outcome.problem:
+                    failures += 1
+                    delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
+                    if patch is not None:  # say it once, not on every retry
+                        kopf.warn(body, reason=outcome.problem.reason, message=outcome.problem.message)
+                    log.warning("%s/%s: %s: %s (retry in %.0fs)", namespace, name,
+                                outcome.problem.reason, outcome.problem.message, delay)
+                else:
+                    failures = 0
+            except kubernetes.client.exceptions.ApiException as error:
+                failures += 1
+                delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
+                log.warning("%s/%s: API error %s %s (retry in %.0fs)", namespace, name,
+                            error.status, error.reason, delay)
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=delay)
+                await asyncio.sleep(DEBOUNCE)
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        if POKES.get(key) is wake:
+            del POKES[key]
+
+
+@kopf.on.event(api.GROUP, api.VERSION, api.PLURAL)
+def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """A new generation (spec edit, kubectl scale) is worth an immediate reconcile."""
+    if meta.get("generation") != status.get("observedGeneration"):
+        poke(meta.get("namespace"), meta.get("name"))
+
+
+def _child_changed(meta: kopf.Meta, **_: Any) -> None:
+    poke(meta.get("namespace"), (meta.get("labels") or {}).get(api.INSTANCE_LABEL))
+
+
+CHILD_LABELS = {api.NAME_LABEL: api.CHART_NAME, api.INSTANCE_LABEL: kopf.PRESENT}
+for _api_version, _plural in (
+    ("v1", "pods"),
+    ("v1", "services"),
+    ("apps/v1", "statefulsets"),
+    ("batch/v1", "cronjobs"),
+    ("batch/v1", "jobs"),
+):
+    kopf.on.event(_api_version, _plural, labels=CHILD_LABELS, id=f"watch-{_plural}")(_child_changed)
+
+
+@kopf.on.delete(api.GROUP, api.VERSION, api.PLURAL)
+async def delete_database(body: kopf.Body, spec: kopf.Spec, name: str, namespace: str, **_: Any) -> None:
+    """Uninstall the release; keep the data and its Secret unless deletionPolicy is Delete."""
+    try:
+        policy = parse_spec(dict(spec)).deletion_policy
+    except SpecError:
+        policy = api.DELETION_RETAIN  # when in doubt, keep the data
+    await kube.patch_status(namespace, name, {"phase": DELETING, "ready": False})
+    try:
+        await HELM.uninstall(name, namespace)
+    except HelmError as error:
+        raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
+    if policy == api.DELETION_DELETE:
+        claims = await kube.delete_claims(namespace, name)
+        await kube.delete_secret(namespace, credentials_secret_name(name))
+        log.info("%s/%s: deleted, with claims %s and its Secret (deletionPolicy Delete)", namespace, name, claims)
+    else:
+        log.info("%s/%s: deleted; its claims and Secret are kept (deletionPolicy Retain)", namespace, name)

@@ -1,0 +1,117 @@
+"""Helm, through pyhelm3: render, install or upgrade, uninstall one database's release."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyhelm3
+from pyhelm3 import errors as helm_errors
+
+log = logging.getLogger(__name__)
+
+# Release records hold only values and manifests, never a password (the chart
+# reads the credentials Secret by name), so ConfigMaps are the right storage:
+# the operator then needs no list/watch on Secrets at all.
+HELM_DRIVER = "configmap"
+PENDING_OPERATION = "another operation (install/upgrade/rollback) is in progress"
+
+
+def chart_digest(chart_dir: Path) -> str:
+    """A digest of every file in the chart, so that a changed chart counts as a change."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in chart_dir.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(chart_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class AppliedRelease:
+    name: str
+    revision: int
+    status: str
+    chart: str
+
+
+class HelmError(Exception):
+    """Helm refused; the message is Helm's own last line, fit for status and Events."""
+
+
+def _helm_message(error: helm_errors.Error) -> str:
+    text = error.stderr.decode(errors="replace").strip() if isinstance(error.stderr, bytes) else str(error)
+    lines = [line for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else str(error)).removeprefix("Error: ")
+
+
+class Helm:
+    def __init__(self, chart_dir: Path, *, executable: str = "helm", history_max: int = 5,
+                 timeout: str = "2m", max_parallel: int = 4):
+        os.environ.setdefault("HELM_DRIVER", HELM_DRIVER)
+        self.chart_dir = chart_dir
+        self.digest = chart_digest(chart_dir)
+        self.client = pyhelm3.Client(
+            executable=executable, history_max_revisions=history_max, default_timeout=timeout
+        )
+        self._chart: pyhelm3.Chart | None = None
+        # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
+        # queue instead of starving the API server on a small machine.
+        self._slots = asyncio.Semaphore(max_parallel)
+        self.runs = 0
+
+    async def chart(self) -> pyhelm3.Chart:
+        if self._chart is None:
+            self._chart = await self.client.get_chart(self.chart_dir)
+        return self._chart
+
+    async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict]:
+        chart = await self.chart()
+        try:
+            async with self._slots:
+                self.runs += 1
+                rendered = await self.client.template_resources(chart, release, values, namespace=namespace)
+            return [doc for doc in rendered if doc]
+        except helm_errors.Error as error:
+            raise HelmError(_helm_message(error)) from None
+
+    async def upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+        """helm upgrade --install; a release left pending by a crash is recovered once, then retried."""
+        try:
+            return await self._upgrade(release, namespace, values)
+        except helm_errors.Error as error:
+            if PENDING_OPERATION not in _helm_message(error):
+                raise HelmError(_helm_message(error)) from None
+        log.warning("release %s/%s is stuck in a pending state: recovering it", namespace, release)
+        try:
+            async with self._slots:
+                self.runs += 1
+                await self.client.get_proceedable_revision(release, namespace=namespace)
+            return await self._upgrade(release, namespace, values)
+        except helm_errors.Error as error:
+            raise HelmError(_helm_message(error)) from None
+
+    async def _upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+        chart = await self.chart()
+        async with self._slots:
+            self.runs += 1
+            revision = await self.client.install_or_upgrade_release(
+                release, chart, values, namespace=namespace, create_namespace=False,
+            )
+        return AppliedRelease(
+            name=release,
+            revision=revision.revision,
+            status=str(revision.status.value),
+            chart=f"{chart.metadata.name}-{chart.metadata.version}",
+        )
+
+    async def uninstall(self, release: str, namespace: str) -> None:
+        try:
+            async with self._slots:
+                self.runs += 1
+                await self.client.uninstall_release(release, namespace=namespace, wait=False)
+        except helm_errors.Error as error:
+            raise HelmError(_helm_message(error)) from None

@@ -1,0 +1,53 @@
+"""What the cluster says about one database, read through the API (no decisions here)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from . import api
+
+
+@dataclass(frozen=True)
+class Observation:
+    statefulset: dict[str, Any] | None = None
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    cronjob: dict[str, Any] | None = None
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+
+
+def _get_or_none(read, *args) -> dict[str, Any] | None:
+    try:
+        return client.ApiClient().sanitize_for_serialization(read(*args))
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def _observe(release: str, namespace: str, with_backup: bool) -> Observation:
+    apps, core, batch = client.AppsV1Api(), client.CoreV1Api(), client.BatchV1Api()
+    serialize = client.ApiClient().sanitize_for_serialization
+    selector = api.label_selector(api.selector_labels(release))
+    pods = serialize(core.list_namespaced_pod(namespace, label_selector=selector).items)
+    services = [s.metadata.name for s in core.list_namespaced_service(namespace, label_selector=selector).items]
+    cronjob = jobs = None
+    if with_backup:
+        cronjob = _get_or_none(batch.read_namespaced_cron_job, f"{release}-backup", namespace)
+        jobs = serialize(batch.list_namespaced_job(namespace, label_selector=selector).items)
+    return Observation(
+        statefulset=_get_or_none(apps.read_namespaced_stateful_set, release, namespace),
+        pods=[p for p in pods if p["metadata"]["name"].rsplit("-", 1)[0] == release],
+        cronjob=cronjob,
+        jobs=jobs or [],
+        services=services,
+    )
+
+
+async def observe(release: str, namespace: str, *, with_backup: bool) -> Observation:
+    return await asyncio.to_thread(_observe, release, namespace, with_backup)

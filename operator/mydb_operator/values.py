@@ -1,0 +1,44 @@
+"""From a MyDatabase to the bundled chart's values: pure functions, no cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from . import api
+from .model import DatabaseSpec
+
+
+def credentials_secret_name(release: str) -> str:
+    return f"{release}-credentials"
+
+
+def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
+    """The Helm values for one database. Never holds a password: the chart reads the Secret by name."""
+    values: dict[str, Any] = {
+        "replicas": 0 if spec.hibernate else spec.replicas,
+        "image": {"tag": spec.version},
+        "storage": {"size": spec.storage, "storageClassName": spec.storage_class_name},
+        "credentials": {"secretName": credentials_secret_name(release)},
+        "roleLabel": api.ROLE_LABEL,
+        "backup": {"enabled": False},
+    }
+    if spec.resources:
+        values["resources"] = dict(spec.resources)
+    if spec.postgresql_parameters:
+        values["postgresql"] = {"parameters": dict(spec.postgresql_parameters)}
+    if spec.backup:
+        values["backup"] = {
+            "enabled": True,
+            "schedule": spec.backup.schedule,
+            "retention": spec.backup.retention,
+            "storage": {"size": spec.backup.storage, "storageClassName": spec.storage_class_name},
+        }
+    return values
+
+
+def release_hash(chart_digest: str, values: dict[str, Any]) -> str:
+    """What was applied, in one string: equal hashes mean Helm would change nothing."""
+    payload = json.dumps({"chart": chart_digest, "values": values}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

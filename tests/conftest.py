@@ -1,0 +1,85 @@
+"""Shared fixtures: the local control plane and a namespace per test.
+
+The `cluster` fixture uses a running local control plane or starts one
+(hack/cluster.py up), and stops it again at the end only if it started it
+(set MYDB_KEEP_CLUSTER=1 to keep it). Under CI=true a control plane that
+cannot start fails the run; elsewhere the e2e tests are skipped with the
+reason, so the unit tests stay usable on a laptop without Go.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER_PY = REPO / "hack" / "cluster.py"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: Path
+    bin_dir: Path
+
+    def tool(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True,
+                kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [self.tool("kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=stdin, text=True, capture_output=True, timeout=300,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+
+def _cluster_up() -> tuple[Path, bool]:
+    """Start the cluster if needed; return (kubeconfig, whether we started it)."""
+    already = subprocess.run([sys.executable, str(CLUSTER_PY), "status"], capture_output=True).returncode == 0
+    result = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], text=True, capture_output=True)
+    sys.stderr.write(result.stderr)
+    if result.returncode != 0:
+        raise RuntimeError(f"the local control plane did not start:\n{result.stderr}\n{result.stdout}")
+    match = re.search(r"^export KUBECONFIG=(.+)$", result.stdout, re.M)
+    kubeconfig = Path(match.group(1)) if match else REPO / ".cluster" / "admin.kubeconfig"
+    return kubeconfig, not already
+
+
+def _bin_dir() -> Path:
+    out = subprocess.run(["bash", str(REPO / "hack" / "build-tools.sh")], check=True,
+                         text=True, capture_output=True).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    try:
+        kubeconfig, started = _cluster_up()
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+        if IN_CI:
+            pytest.fail(f"CI=true and no control plane: {error}", pytrace=False)
+        pytest.skip(f"no local control plane: {error}")
+    yield Cluster(kubeconfig=kubeconfig, bin_dir=_bin_dir())
+    if started and not os.environ.get("MYDB_KEEP_CLUSTER"):
+        subprocess.run([sys.executable, str(CLUSTER_PY), "down"], check=False)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace for one test, deleted (without waiting) afterwards."""
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{stem}-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true")
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

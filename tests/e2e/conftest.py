@@ -1,0 +1,101 @@
+"""The operator under test: CRD and RBAC installed, running as a process under its own ServiceAccount.
+
+The token comes from the TokenRequest API for the ServiceAccount that
+charts/mydatabase-operator creates, so every call the operator (and the Helm
+it runs) makes is checked against the RBAC that chart ships, not admin's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class OperatorProcess:
+    cluster: object
+    kubeconfig: Path
+    log_path: Path
+    resync: float = 10.0
+    process: subprocess.Popen | None = None
+    starts: int = field(default=0)
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "MYDB_HELM": self.cluster.tool("helm"),
+            "PATH": f"{self.cluster.bin_dir}:{os.environ['PATH']}",
+            "HELM_CACHE_HOME": str(self.log_path.parent / "helm-cache"),
+            "HELM_CONFIG_HOME": str(self.log_path.parent / "helm-config"),
+        }
+        self.starts += 1
+        log = open(self.log_path, "a")
+        log.write(f"\n===== operator start #{self.starts} =====\n")
+        log.flush()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mydb_operator.cli", "run", "--health-port", "0", "--resync", str(self.resync)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+        )
+        wait_for("operator start-up", lambda: "chart " in self.log_since_start() or self.process.poll() is not None,
+                 timeout=60)
+        assert self.process.poll() is None, f"the operator exited:\n{self.log_since_start()}"
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_since_start(self) -> str:
+        text = self.log_path.read_text(errors="replace")
+        return text.rsplit(f"===== operator start #{self.starts} =====", 1)[-1]
+
+
+def install_crd_and_rbac(cluster) -> Path:
+    """hack/install-dev.sh: the CRD, the operator chart's RBAC, and a kubeconfig for its ServiceAccount."""
+    kubeconfig = cluster.kubeconfig.parent / "operator-e2e.kubeconfig"
+    subprocess.run(["bash", str(REPO / "hack" / "install-dev.sh"), str(kubeconfig)], check=True,
+                   env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
+    return kubeconfig
+
+
+@pytest.fixture(scope="session")
+def operator(cluster):
+    kubeconfig = install_crd_and_rbac(cluster)
+    log_path = cluster.kubeconfig.parent / "logs" / "operator-e2e.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = OperatorProcess(cluster=cluster, kubeconfig=kubeconfig, log_path=log_path)
+    handle.start()
+    yield handle
+    handle.stop()
+    # A traceback in the operator's log is a bug even when every test passed.
+    assert "Traceback" not in log_path.read_text(errors="replace"), f"traceback in {log_path}"
+
+
+def wait_ready(cluster, namespace: str, name: str, timeout: float = 120) -> None:
+    started = time.monotonic()
+    result = cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", f"mydb/{name}",
+                             f"--timeout={int(timeout)}s", check=False)
+    assert result.returncode == 0, (
+        f"mydb/{name} not Ready after {time.monotonic() - started:.0f}s: {result.stderr}\n"
+        + cluster.kubectl("get", "-n", namespace, f"mydb/{name}", "-o", "yaml", check=False).stdout
+    )

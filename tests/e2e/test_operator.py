@@ -1,0 +1,180 @@
+"""The operator end to end on the local control plane, running under its own ServiceAccount."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import wait_ready
+from .waiting import get_json, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO / "examples" / "production-db.yaml"  # the seed CR, byte for byte
+pytestmark = pytest.mark.e2e
+
+
+def apply_db(cluster, namespace: str, name: str, spec: dict) -> None:
+    body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name}, "spec": spec}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+
+
+def helm(cluster, *args: str) -> str:
+    return subprocess.run([cluster.tool("helm"), f"--kubeconfig={cluster.kubeconfig}", *args],
+                          check=True, capture_output=True, text=True,
+                          env={"HELM_DRIVER": "configmap", "PATH": "/usr/bin:/bin"}).stdout
+
+
+def revision(cluster, namespace: str, name: str) -> int:
+    history = json.loads(helm(cluster, "history", name, "-n", namespace, "-o", "json"))
+    return max(entry["revision"] for entry in history)
+
+
+def endpoint_pods(cluster, namespace: str, service: str) -> list[str]:
+    slices = get_json(cluster, "-n", namespace, "endpointslices", "-l", f"kubernetes.io/service-name={service}")
+    return sorted(e["targetRef"]["name"] for s in slices.get("items", []) for e in s.get("endpoints") or []
+                  if (e.get("conditions") or {}).get("ready"))
+
+
+def test_seed_becomes_ready_with_services_by_role(cluster, operator, namespace):
+    """The seed CR, verbatim, reaches Ready with 3 ready replicas; rw/ro Services split by role."""
+    cluster.kubectl("apply", "-n", namespace, "-f", str(SEED))
+    wait_ready(cluster, namespace, "production-db")
+    db = get_json(cluster, "-n", namespace, "mydb", "production-db")
+    assert db["status"]["readyReplicas"] == 3
+    assert db["status"]["phase"] == "Running"
+    assert db["status"]["observedGeneration"] == db["metadata"]["generation"]
+    assert db["status"]["release"]["revision"] >= 1
+    assert db["status"]["primary"] == "production-db-0"
+
+    table = cluster.kubectl("get", "mydb", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "REPLICAS", "READY", "VERSION", "PHASE", "AGE"]
+    assert table[1].split()[:5] == ["production-db", "3", "3", "15.2", "Running"]
+
+    wait_for("rw endpoints = primary", lambda: endpoint_pods(cluster, namespace, "production-db")
+             == ["production-db-0"])
+    wait_for("ro endpoints = replicas", lambda: endpoint_pods(cluster, namespace, "production-db-ro")
+             == ["production-db-1", "production-db-2"])
+    pvcs = get_json(cluster, "-n", namespace, "pvc")["items"]
+    data = [p for p in pvcs if p["metadata"]["name"].startswith("data-production-db-")]
+    assert len(data) == 3 and all(p["spec"]["resources"]["requests"]["storage"] == "100Gi" for p in data)
+
+
+def test_password_stays_in_its_secret(cluster, operator, namespace):
+    """The generated password is in the Secret only: not in status, events or the Helm release."""
+    apply_db(cluster, namespace, "quiet", {"replicas": 1, "version": "16.1", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "quiet")
+    secret = get_json(cluster, "-n", namespace, "secret", "quiet-credentials")
+    import base64
+    password = base64.b64decode(secret["data"]["password"]).decode()
+    assert len(password) >= 24
+    everything = "\n".join([
+        json.dumps(get_json(cluster, "-n", namespace, "mydb", "quiet")),
+        json.dumps(get_json(cluster, "-n", namespace, "events")),
+        helm(cluster, "get", "all", "quiet", "-n", namespace),
+        operator.log_path.read_text(),
+    ])
+    assert password not in everything
+
+
+def test_scaling_by_kubectl_scale_and_by_spec(cluster, operator, namespace):
+    """kubectl scale and a spec edit both reach the StatefulSet and the status."""
+    apply_db(cluster, namespace, "scaly", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "scaly")
+    cluster.kubectl("scale", "-n", namespace, "mydb/scaly", "--replicas=3")
+    wait_for("StatefulSet at 3", lambda: get_json(cluster, "-n", namespace, "sts", "scaly")["spec"]["replicas"] == 3)
+    wait_for("status readyReplicas 3", lambda: get_json(cluster, "-n", namespace, "mydb", "scaly")
+             ["status"].get("readyReplicas") == 3)
+    wait_ready(cluster, namespace, "scaly")
+    cluster.kubectl("patch", "-n", namespace, "mydb/scaly", "--type=merge", "-p", '{"spec":{"replicas":2}}')
+    wait_for("StatefulSet at 2", lambda: get_json(cluster, "-n", namespace, "sts", "scaly")["spec"]["replicas"] == 2)
+    wait_for("status at 2 and Ready", lambda: (lambda s: s.get("readyReplicas") == 2 and s.get("ready"))(
+        get_json(cluster, "-n", namespace, "mydb", "scaly")["status"]))
+
+
+def test_backup_schedule_change_and_removal(cluster, operator, namespace):
+    """Editing backup.schedule updates the CronJob; removing backup removes it."""
+    apply_db(cluster, namespace, "bk", {"replicas": 1, "version": "15.2", "storage": "1Gi",
+                                        "backup": {"schedule": "0 2 * * *"}})
+    wait_for("CronJob", lambda: get_json(cluster, "-n", namespace, "cronjob", "bk-backup")
+             .get("spec", {}).get("schedule") == "0 2 * * *")
+    cluster.kubectl("patch", "-n", namespace, "mydb/bk", "--type=merge", "-p",
+                    '{"spec":{"backup":{"schedule":"30 4 * * 0"}}}')
+    wait_for("new schedule", lambda: get_json(cluster, "-n", namespace, "cronjob", "bk-backup")
+             .get("spec", {}).get("schedule") == "30 4 * * 0")
+    cluster.kubectl("patch", "-n", namespace, "mydb/bk", "--type=json", "-p", '[{"op":"remove","path":"/spec/backup"}]')
+    wait_for("CronJob removed", lambda: get_json(cluster, "-n", namespace, "cronjob", "bk-backup") == {})
+
+
+def test_restart_with_unchanged_crs_runs_no_helm(cluster, operator, namespace):
+    """After a restart the operator finds every release up to date: the revision does not move."""
+    apply_db(cluster, namespace, "steady", {"replicas": 2, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "steady")
+    before = revision(cluster, namespace, "steady")
+    operator.restart()
+    wait_for("the new operator to reconcile steady",
+             lambda: f"{namespace}/steady: up to date at helm revision {before}" in operator.log_since_start(),
+             timeout=60)
+    assert revision(cluster, namespace, "steady") == before
+    wait_ready(cluster, namespace, "steady")
+
+
+def test_deleted_children_are_put_back(cluster, operator, namespace):
+    """A StatefulSet or Service deleted by hand comes back although the spec hash did not change."""
+    apply_db(cluster, namespace, "drifty", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "drifty")
+    cluster.kubectl("delete", "-n", namespace, "service", "drifty-ro")
+    wait_for("Service back", lambda: get_json(cluster, "-n", namespace, "service", "drifty-ro") != {})
+    cluster.kubectl("delete", "-n", namespace, "statefulset", "drifty", "--cascade=orphan")
+    wait_for("StatefulSet back", lambda: get_json(cluster, "-n", namespace, "statefulset", "drifty") != {})
+    wait_ready(cluster, namespace, "drifty")
+
+
+def test_delete_retain_keeps_claims_and_secret(cluster, operator, namespace):
+    """Default deletionPolicy Retain: the release goes, the PVCs and the credentials stay."""
+    apply_db(cluster, namespace, "keep", {"replicas": 2, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "keep")
+    cluster.kubectl("delete", "-n", namespace, "mydb/keep", "--timeout=60s")
+    assert "keep" not in helm(cluster, "list", "-n", namespace, "-q").split()
+    assert get_json(cluster, "-n", namespace, "statefulset", "keep") == {}
+    claims = [c["metadata"]["name"] for c in get_json(cluster, "-n", namespace, "pvc")["items"]]
+    assert sorted(claims) == ["data-keep-0", "data-keep-1"]
+    assert get_json(cluster, "-n", namespace, "secret", "keep-credentials") != {}
+
+
+def test_delete_policy_delete_removes_claims_and_secret(cluster, operator, namespace):
+    """deletionPolicy Delete: the release, the PVCs and the credentials Secret all go."""
+    apply_db(cluster, namespace, "gone", {"replicas": 2, "version": "15.2", "storage": "1Gi",
+                                          "deletionPolicy": "Delete", "backup": {"schedule": "@daily"}})
+    wait_ready(cluster, namespace, "gone")
+    cluster.kubectl("delete", "-n", namespace, "mydb/gone", "--timeout=60s")
+    wait_for("claims deleted", lambda: not get_json(cluster, "-n", namespace, "pvc")["items"])
+    assert get_json(cluster, "-n", namespace, "secret", "gone-credentials") == {}
+    assert "gone" not in helm(cluster, "list", "-n", namespace, "-q").split()
+
+
+def test_render_equals_what_the_operator_applied(cluster, operator, namespace):
+    """`mydb-operator render` prints exactly the release's manifest: 3 replicas, 100Gi, Services, CronJob."""
+    cluster.kubectl("apply", "-n", namespace, "-f", str(SEED))
+    wait_for("release", lambda: get_json(cluster, "-n", namespace, "mydb", "production-db")
+             .get("status", {}).get("release"))
+    rendered = subprocess.run(
+        [sys.executable, "-m", "mydb_operator.cli", "--helm", cluster.tool("helm"), "render", "-f", str(SEED),
+         "--namespace", namespace], check=True, capture_output=True, text=True,
+    ).stdout
+    rendered_docs = [d for d in yaml.safe_load_all(rendered) if d]
+    applied_docs = [d for d in yaml.safe_load_all(helm(cluster, "get", "manifest", "production-db", "-n", namespace)) if d]
+    key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
+    assert sorted(rendered_docs, key=key) == sorted(applied_docs, key=key)
+
+    by_kind = {d["kind"]: d for d in rendered_docs}
+    sts = by_kind["StatefulSet"]
+    assert sts["spec"]["replicas"] == 3
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "100Gi"
+    assert by_kind["CronJob"]["spec"]["schedule"] == "0 2 * * *"
+    services = sorted(d["metadata"]["name"] for d in rendered_docs if d["kind"] == "Service")
+    assert services == ["production-db", "production-db-headless", "production-db-ro"]

@@ -1,0 +1,124 @@
+"""build_status, drift and status_patch: phases, conditions and writes follow only the facts."""
+
+from mydb_operator.model import parse_spec
+from mydb_operator.observe import Observation
+from mydb_operator.reconcile import drift, status_patch
+from mydb_operator.status import Problem, build_status
+from mydb_operator.values import build_values
+
+SPEC = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": "0 2 * * *"}})
+APPLIED = {"name": "db", "revision": 1, "chart": "mydatabase-0.1.0", "appliedHash": "h", "status": "deployed"}
+T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+
+
+def pod(ordinal, ready=True, phase="Running", labels=None):
+    return {
+        "metadata": {"name": f"db-{ordinal}", "labels": labels or {}},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def statefulset(replicas=3, updated=3, current="r1", update="r1"):
+    return {"metadata": {"generation": 2}, "spec": {"replicas": replicas},
+            "status": {"observedGeneration": 2, "updatedReplicas": updated,
+                       "currentRevision": current, "updateRevision": update}}
+
+
+def status_of(observation, *, spec=SPEC, applied=APPLIED, problem=None, previous=None, now=T0):
+    return build_status(release="db", namespace="ns", generation=4, spec=spec, observation=observation,
+                        applied=applied, problem=problem, previous=previous or {}, now=now)
+
+
+def cond(status, type_):
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def test_all_replicas_ready_is_running_and_ready():
+    status = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)]))
+    assert (status["phase"], status["ready"], status["readyReplicas"]) == ("Running", True, 3)
+    assert cond(status, "Ready")["status"] == "True"
+    assert cond(status, "Progressing")["status"] == "False"
+    assert status["observedGeneration"] == 4
+    assert status["primary"] == "db-0"
+    assert status["endpoints"] == {"primary": "db.ns.svc:5432", "replicas": "db-ro.ns.svc:5432"}
+    assert status["release"] == APPLIED
+    assert status["selector"] == "app.kubernetes.io/instance=db,app.kubernetes.io/name=mydatabase"
+
+
+def test_partial_readiness_is_deploying():
+    status = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1, ready=False)]))
+    assert (status["phase"], status["ready"], status["readyReplicas"]) == ("Deploying", False, 1)
+    assert cond(status, "Progressing")["status"] == "True"
+    assert "1/3" in status["message"]
+
+
+def test_rollout_in_progress_is_not_ready_even_if_pods_are():
+    observation = Observation(statefulset=statefulset(update="r2", updated=1), pods=[pod(0), pod(1), pod(2)])
+    assert status_of(observation)["phase"] == "Deploying"
+
+
+def test_failed_pod_is_degraded():
+    status = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2, ready=False, phase="Failed")]))
+    assert status["phase"] == "Degraded"
+    assert cond(status, "Degraded")["status"] == "True"
+    assert "db-2 failed" in cond(status, "Degraded")["message"]
+
+
+def test_problem_is_failed_with_reason():
+    status = status_of(Observation(), problem=Problem("HelmFailed", "boom"))
+    assert (status["phase"], status["ready"]) == ("Failed", False)
+    assert cond(status, "Ready")["reason"] == "HelmFailed"
+    assert cond(status, "Degraded")["message"] == "boom"
+
+
+def test_before_first_release_is_pending():
+    assert status_of(Observation(), applied=None)["phase"] == "Pending"
+
+
+def test_hibernated_keeps_replicas_in_spec_and_reports_hibernated():
+    spec = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi", "hibernate": True})
+    status = status_of(Observation(statefulset=statefulset(replicas=0, updated=0)), spec=spec)
+    assert (status["phase"], status["ready"]) == ("Hibernated", False)
+    assert cond(status, "Ready")["reason"] == "Hibernated"
+
+
+def test_transition_time_kept_while_status_unchanged_and_no_patch_needed():
+    observation = Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)])
+    first = status_of(observation, now=T0)
+    second = status_of(observation, previous=first, now=T1)
+    assert cond(second, "Ready")["lastTransitionTime"] == T0
+    assert status_patch(first, second) is None
+
+
+def test_transition_time_moves_when_status_flips():
+    first = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)]), now=T0)
+    second = status_of(Observation(statefulset=statefulset(), pods=[pod(0)]), previous=first, now=T1)
+    assert cond(second, "Ready")["lastTransitionTime"] == T1
+    assert status_patch(first, second)["ready"] is False
+
+
+def test_status_patch_nulls_dropped_keys_and_ignores_kopf():
+    assert status_patch({"phase": "Running", "backup": {"x": 1}, "kopf": {}}, {"phase": "Running"}) == {
+        "phase": "Running", "backup": None}
+
+
+def test_backup_facts_from_cronjob_and_failed_jobs():
+    failed_job = {"metadata": {"name": "db-backup-1"},
+                  "status": {"conditions": [{"type": "Failed", "status": "True", "lastTransitionTime": T1}]}}
+    observation = Observation(cronjob={"status": {"lastScheduleTime": T0, "lastSuccessfulTime": T0}}, jobs=[failed_job])
+    assert status_of(observation)["backup"] == {
+        "lastScheduleTime": T0, "lastSuccessfulTime": T0, "lastFailedTime": T1, "lastFailedJob": "db-backup-1"}
+
+
+def test_drift_detects_missing_and_edited_children():
+    values = build_values("db", SPEC)
+    services = ["db", "db-ro", "db-headless"]
+    cron = {"spec": {"schedule": "0 2 * * *"}}
+    healthy = Observation(statefulset=statefulset(), services=services, cronjob=cron)
+    assert drift(SPEC, values, healthy, "db") is None
+    assert "StatefulSet is missing" in drift(SPEC, values, Observation(services=services, cronjob=cron), "db")
+    assert "db-ro" in drift(SPEC, values, Observation(statefulset=statefulset(), services=["db", "db-headless"],
+                                                      cronjob=cron), "db")
+    assert "CronJob is missing" in drift(SPEC, values, Observation(statefulset=statefulset(), services=services), "db")
+    scaled = Observation(statefulset=statefulset(replicas=1), services=services, cronjob=cron)
+    assert "1 replicas instead of 3" in drift(SPEC, values, scaled, "db")

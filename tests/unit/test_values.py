@@ -1,0 +1,43 @@
+"""build_values and release_hash: the seed's values, hibernation, backups, and a hash that moves with them."""
+
+from mydb_operator.model import parse_spec
+from mydb_operator.values import build_values, release_hash
+
+SEED = {"replicas": 3, "version": "15.2", "storage": "100Gi",
+        "backup": {"schedule": "0 2 * * *", "retention": "7d"}}
+
+
+def test_seed_values():
+    values = build_values("production-db", parse_spec(SEED))
+    assert values["replicas"] == 3
+    assert values["image"] == {"tag": "15.2"}
+    assert values["storage"] == {"size": "100Gi", "storageClassName": ""}
+    assert values["credentials"] == {"secretName": "production-db-credentials"}
+    assert values["backup"]["enabled"] is True
+    assert values["backup"]["schedule"] == "0 2 * * *"
+    assert values["roleLabel"] == "myapp.example.com/role"
+
+
+def test_values_never_hold_a_password():
+    text = repr(build_values("db", parse_spec(SEED))).lower()
+    assert "password" not in text
+
+
+def test_no_backup_disables_the_cronjob():
+    values = build_values("db", parse_spec({k: v for k, v in SEED.items() if k != "backup"}))
+    assert values["backup"] == {"enabled": False}
+
+
+def test_hibernate_renders_zero_pods_and_keeps_storage():
+    values = build_values("db", parse_spec({**SEED, "hibernate": True}))
+    assert values["replicas"] == 0
+    assert values["storage"]["size"] == "100Gi"
+
+
+def test_hash_is_stable_and_moves_with_values_and_chart():
+    values = build_values("db", parse_spec(SEED))
+    same = build_values("db", parse_spec(dict(SEED)))
+    assert release_hash("chart-a", values) == release_hash("chart-a", same)
+    assert release_hash("chart-a", values) != release_hash("chart-b", values)
+    scaled = build_values("db", parse_spec({**SEED, "replicas": 5}))
+    assert release_hash("chart-a", values) != release_hash("chart-a", scaled)
