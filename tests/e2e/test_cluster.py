@@ -18,8 +18,8 @@ pytestmark = pytest.mark.e2e
 
 
 def versions() -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in (REPO / "hack" / "versions.env").read_text().splitlines())
-    return {k: v for k, v in pairs if not k.startswith("#") and v}
+    lines = (REPO / "hack" / "versions.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
 
 
 def apply(cluster, namespace: str, manifest: dict) -> None:
