@@ -43,8 +43,8 @@ def cmd_render(args: argparse.Namespace) -> None:
     database = load_database(args.file)
     values = values_for(database)
     namespace = args.namespace or database["metadata"].get("namespace") or "default"
-    helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm)
     try:
+        helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm)
         objects = asyncio.run(helm.template(database["metadata"]["name"], namespace, values))
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
@@ -56,10 +56,17 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     from . import handlers  # noqa: F401  (registers the handlers)
 
+    try:  # fail fast and plainly on a missing helm or chart, before kopf starts
+        Helm(CONFIG.chart_dir, executable=CONFIG.helm)
+    except HelmError as error:
+        raise SystemExit(f"mydb-operator: {error}") from None
     CONFIG.namespaces = args.namespace or []
     if args.resync is not None:
         CONFIG.resync_seconds = args.resync
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # kopf says "Handler succeeded" for every watched event; keep its warnings only.
+    for noisy in ("kopf", "pyhelm3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     kopf.run(
         clusterwide=not CONFIG.namespaces,
         namespaces=CONFIG.namespaces,

@@ -50,7 +50,9 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
-    settings.posting.level = logging.INFO
+    # Events are posted only where the operator says so (kopf.event), never as a
+    # copy of every log line: that would be an API write per watched pod event.
+    settings.posting.loggers = False
     settings.peering.standalone = True
     HELM = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
                 max_parallel=CONFIG.helm_parallel)
@@ -96,14 +98,22 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
                 delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
                 log.warning("%s/%s: API error %s %s (retry in %.0fs)", namespace, name,
                             error.status, error.reason, delay)
-            try:
-                await asyncio.wait_for(wake.wait(), timeout=delay)
+            if await sleep_until_poked(wake, stopped, delay):
                 await asyncio.sleep(DEBOUNCE)
-            except asyncio.TimeoutError:
-                pass
     finally:
         if POKES.get(key) is wake:
             del POKES[key]
+
+
+async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, delay: float) -> bool:
+    """Sleep up to `delay`; True if poked. Returns at once when kopf stops the daemon."""
+    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return wake.is_set() and not stopped
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL)

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,10 @@ class Helm:
     def __init__(self, chart_dir: Path, *, executable: str = "helm", history_max: int = 5,
                  timeout: str = "2m", max_parallel: int = 4):
         os.environ.setdefault("HELM_DRIVER", HELM_DRIVER)
+        if not shutil.which(executable):
+            raise HelmError(f"no helm executable {executable!r} (set MYDB_HELM or --helm)")
+        if not (chart_dir / "Chart.yaml").is_file():
+            raise HelmError(f"no chart at {chart_dir} (set MYDB_CHART_DIR or --chart)")
         self.chart_dir = chart_dir
         self.digest = chart_digest(chart_dir)
         self.client = pyhelm3.Client(
@@ -65,7 +70,10 @@ class Helm:
 
     async def chart(self) -> pyhelm3.Chart:
         if self._chart is None:
-            self._chart = await self.client.get_chart(self.chart_dir)
+            try:
+                self._chart = await self.client.get_chart(self.chart_dir)
+            except helm_errors.Error as error:
+                raise HelmError(f"cannot load the chart {self.chart_dir}: {_helm_message(error)}") from None
         return self._chart
 
     async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict]:
