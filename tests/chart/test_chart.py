@@ -36,7 +36,7 @@ STANDARD_LABELS = {
     "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
     "app.kubernetes.io/component", "app.kubernetes.io/managed-by", "helm.sh/chart",
 }
-SCRIPTS = ["entrypoint.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh", "prune.sh"]
+SCRIPTS = ["entrypoint.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh", "prune.sh", "restore.sh"]
 
 
 def seed(**changes) -> dict:

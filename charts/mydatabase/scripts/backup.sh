@@ -22,6 +22,10 @@ if [ -e "$BACKUP_DIR/$name" ]; then
   exit 1
 fi
 
+# A job killed mid-dump (node lost, OOM) never ran its trap. Backups run one
+# at a time (concurrencyPolicy: Forbid), so any partial file left is garbage.
+rm -f "$BACKUP_DIR"/.*.dump.partial "$BACKUP_DIR"/.*.dump.partial.sha256
+
 partial="$BACKUP_DIR/.$name.partial"
 trap 'rm -f "$partial" "$partial.sha256"' EXIT
 

@@ -38,8 +38,11 @@ fi
 # takes effect when the pod restarts (its checksum annotation makes that
 # happen). The include line is relative to postgresql.conf and is copied to
 # replicas by pg_basebackup; adding it here keeps older data directories right.
+# rm + cat, not cp: cp would carry the ConfigMap's read-only mode over (and
+# pg_basebackup copies it to replicas), so the next start could not overwrite it.
+rm -f "$PGDATA/chart.conf"
 if [ -f "$SCRIPTS_DIR/postgresql.conf" ]; then
-  cp "$SCRIPTS_DIR/postgresql.conf" "$PGDATA/chart.conf"
+  cat "$SCRIPTS_DIR/postgresql.conf" > "$PGDATA/chart.conf"
 else
   : > "$PGDATA/chart.conf"
 fi

@@ -1,0 +1,372 @@
+"""Plays Kubernetes for the chart's scripts, on the machine's real PostgreSQL.
+
+Nothing here is a copy of a script, a command or an environment variable
+name: everything comes from `mydb-operator render`. The script files are the
+rendered ConfigMap's data; each process runs the rendered container command
+with the rendered container env, where only what Kubernetes would supply is
+filled in, and only what differs on one machine is moved:
+
+- secretKeyRef values   -> test passwords (one Secret, as the chart expects)
+- fieldRef              -> the pod's name and namespace
+- host names            -> loopback addresses: each database pod gets its own
+                           (127.0.0.1 for ordinal 0, 127.0.0.2 for 1), so all
+                           pods keep the same port, as in the cluster
+- the PostgreSQL port   -> one free loopback port
+- volume mount paths    -> directories under a temporary root
+
+Database pods get two settings the entrypoint documents for use outside
+Kubernetes, because one machine has one network namespace and one /var/run:
+LISTEN_ADDRESSES (the pod's own address instead of '*') and SOCKET_DIR (the
+entrypoint's default socket directory, which is the pod's `run` mount, moved
+like every other mount). PATH puts the PostgreSQL binaries first, as the image does.
+
+As root (initdb refuses root), every process runs as the `postgres` OS user,
+like the pod's runAsUser.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from mydb_operator.credentials import REPLICATION_USER, SUPERUSER
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "production-db.yaml"
+NAMESPACE = "ns"
+PG_TOOLS = ("postgres", "initdb", "pg_ctl", "psql", "pg_isready", "pg_basebackup",
+            "pg_dump", "pg_restore")
+STAMP_RE = re.compile(r"^\d{8}T\d{6}Z\.dump$")
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0,
+             interval: float = 0.1) -> Any:
+    """check()'s first truthy value; fails naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+
+
+# --- rendering -------------------------------------------------------------
+
+def find_helm() -> str | None:
+    """MYDB_HELM, else the first ~/.cache/mydb-operator/bin/*/helm that is executable."""
+    env = os.environ.get("MYDB_HELM")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    candidates = sorted(Path.home().glob(".cache/mydb-operator/bin/*/helm"))
+    return next((str(c) for c in candidates if os.access(c, os.X_OK)), None)
+
+
+class Rendered:
+    """The objects `mydb-operator render` printed, by (kind, name)."""
+
+    def __init__(self, text: str):
+        docs = [d for d in yaml.safe_load_all(text) if d]
+        self.by_key = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+    def one(self, kind: str) -> dict:
+        found = [d for (k, _), d in self.by_key.items() if k == kind]
+        assert len(found) == 1, f"expected one {kind}, rendered {len(found)}"
+        return found[0]
+
+    def get(self, kind: str, name: str) -> dict:
+        return self.by_key[(kind, name)]
+
+
+def render(helm: str, database: dict, workdir: Path) -> Rendered:
+    """Runs the real CLI: mydb-operator render -f <database> --namespace ns."""
+    path = workdir / f"{database['metadata']['name']}-{secrets.token_hex(4)}.yaml"
+    path.write_text(yaml.safe_dump(database))
+    result = subprocess.run(
+        [sys.executable, "-m", "mydb_operator.cli", "--helm", helm, "render",
+         "-f", str(path), "--namespace", NAMESPACE],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert result.returncode == 0, f"mydb-operator render failed:\n{result.stderr}"
+    return Rendered(result.stdout)
+
+
+# --- the machine ------------------------------------------------------------
+
+def free_port(addresses: tuple[str, ...]) -> int:
+    """A TCP port free on every one of the loopback addresses."""
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind((addresses[0], 0))
+            port = first.getsockname()[1]
+            try:
+                for address in addresses[1:]:
+                    with socket.socket() as other:
+                        other.bind((address, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no port free on all of {addresses}")
+
+
+@dataclass
+class Machine:
+    """The temporary root, the OS user and the PostgreSQL binaries the tests run with."""
+
+    pg_bin: Path
+    root: Path
+    user: str | None          # run as this OS user (None: the current user)
+    port: int                 # stands in for the chart's PostgreSQL port
+    secret: dict[str, str] = field(default_factory=lambda: {
+        "username": SUPERUSER,
+        "password": "pw-" + secrets.token_urlsafe(12),
+        "replication-username": REPLICATION_USER,
+        "replication-password": "rp-" + secrets.token_urlsafe(12),
+    })
+
+    @property
+    def path(self) -> str:
+        return f"{self.pg_bin}:/usr/local/bin:/usr/bin:/bin"
+
+    def mkdir(self, path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        if self.user:
+            shutil.chown(path, self.user, self.user)
+        return path
+
+    def _as_user(self) -> dict:
+        return {"user": self.user, "group": self.user, "extra_groups": []} if self.user else {}
+
+    def run(self, argv: list[str], env: dict[str, str], timeout: float = 60,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=cwd or self.root, **self._as_user())
+
+    def popen(self, argv: list[str], env: dict[str, str], log: Path,
+              cwd: Path | None = None) -> subprocess.Popen:
+        """Starts argv in the background, output to `log`."""
+        with open(log, "ab") as out:
+            # A session of its own: the process group can be ended as one.
+            return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=cwd or self.root,
+                                    start_new_session=True, **self._as_user())
+
+    def psql(self, host: str, sql: str, db: str = "postgres") -> subprocess.CompletedProcess:
+        """Runs SQL over TCP as the chart's superuser (unaligned tuples out)."""
+        env = {"PATH": self.path, "PGPASSWORD": self.secret["password"]}
+        return self.run(["psql", "-XAtq", "-v", "ON_ERROR_STOP=1", "-h", host, "-p", str(self.port),
+                         "-U", self.secret["username"], "-d", db, "-c", sql], env)
+
+
+def find_machine(major: str) -> tuple[Machine | None, str]:
+    """The machine to test on (PostgreSQL `major`, Debian's layout), or None and why not."""
+    bin_dir = Path(os.environ.get("MYDB_PG_BIN", f"/usr/lib/postgresql/{major}/bin"))
+    missing = [t for t in PG_TOOLS if not os.access(bin_dir / t, os.X_OK)]
+    if missing:
+        return None, (f"PostgreSQL not found in {bin_dir} (missing {', '.join(missing)}); "
+                      "run hack/install-postgres.sh or set MYDB_PG_BIN")
+    user = None
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return None, "running as root and there is no `postgres` OS user to run PostgreSQL as"
+        user = "postgres"
+    root = Path(tempfile.mkdtemp(prefix="mydb-pg-"))
+    machine = Machine(pg_bin=bin_dir, root=root, user=user,
+                      port=free_port(("127.0.0.1", "127.0.0.2")))
+    machine.mkdir(root)
+    return machine, ""
+
+
+# --- pods -------------------------------------------------------------------
+
+class Container:
+    """One rendered container made runnable here: its command and env, localized."""
+
+    def __init__(self, machine: Machine, rendered: Rendered, pod_spec: dict, name: str,
+                 pod_name: str, pod_ip: str | None, home: Path, volume_dirs: dict[str, Path]):
+        self.machine = machine
+        self.spec = next(c for c in pod_spec["containers"] if c["name"] == name)
+        self.pod_name = pod_name
+        self.pod_ip = pod_ip
+        release = rendered.one("StatefulSet")["metadata"]["name"]
+        self.chart_port = str(rendered.one("StatefulSet")["spec"]["template"]["spec"]
+                              ["containers"][0]["ports"][0]["containerPort"])
+        # Cluster DNS: the primary's pod name and the read-write Service lead to
+        # ordinal 0; "127.0.0.1" in a probe is the pod itself.
+        self.hosts = {
+            f"{release}-0.{release}-headless.{NAMESPACE}.svc": "127.0.0.1",
+            release: "127.0.0.1",
+        }
+        if pod_ip:
+            self.hosts["127.0.0.1"] = pod_ip
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        self.mounts: dict[str, Path] = {}
+        self.scripts: Path | None = None    # where the ConfigMap volume is
+        for mount in self.spec.get("volumeMounts", []):
+            volume = volumes.get(mount["name"], {})
+            if mount["name"] in volume_dirs:
+                where = volume_dirs[mount["name"]]
+            elif "configMap" in volume:
+                where = self.scripts = self._config_map(rendered, volume["configMap"],
+                                                        home / mount["name"])
+            else:   # an emptyDir, or a claim from volumeClaimTemplates
+                where = machine.mkdir(home / mount["name"])
+            self.mounts[mount["mountPath"]] = where
+        self.env = self._env()
+        self.command = [self.localize(a) for a in self.spec["command"] + self.spec.get("args", [])]
+
+    def _config_map(self, rendered: Rendered, source: dict, target: Path) -> Path:
+        """The ConfigMap's data as files, with the volume's defaultMode."""
+        data = rendered.get("ConfigMap", source["name"])["data"]
+        self.machine.mkdir(target)
+        for key, text in data.items():
+            (target / key).write_text(text)
+            os.chmod(target / key, source.get("defaultMode", 0o644))
+        return target
+
+    def localize(self, value: str) -> str:
+        """A rendered value as it must read on this machine."""
+        if value in self.hosts:
+            return self.hosts[value]
+        if value == self.chart_port:
+            return str(self.machine.port)
+        # One pass, longest mount first: a moved path is never moved again.
+        alternatives = "|".join(re.escape(m) for m in sorted(self.mounts, key=len, reverse=True))
+        if not alternatives:
+            return value
+        return re.sub(rf"(?<![\w./-])({alternatives})(?=/|$|[\s'\";&|])",
+                      lambda m: str(self.mounts[m.group(1)]), value)
+
+    def _env(self) -> dict[str, str]:
+        env = {"PATH": self.machine.path}
+        secret_names = set()
+        for item in self.spec.get("env", []):
+            name = item["name"]
+            if "value" in item:
+                env[name] = self.localize(str(item["value"]))
+                continue
+            source = item["valueFrom"]
+            if "secretKeyRef" in source:
+                secret_names.add(source["secretKeyRef"]["name"])
+                env[name] = self.machine.secret[source["secretKeyRef"]["key"]]
+            elif "fieldRef" in source:
+                env[name] = {"metadata.name": self.pod_name,
+                             "metadata.namespace": NAMESPACE}[source["fieldRef"]["fieldPath"]]
+            else:
+                raise AssertionError(f"env {name}: unsupported valueFrom {source}")
+        assert len(secret_names) <= 1, f"credentials from several Secrets: {secret_names}"
+        return env
+
+    def probe(self, kind: str = "startupProbe") -> list[str]:
+        return [self.localize(a) for a in self.spec[kind]["exec"]["command"]]
+
+
+class DatabasePod:
+    """A StatefulSet pod: entrypoint.sh in the foreground, as the container's PID 1."""
+
+    def __init__(self, machine: Machine, rendered: Rendered, ordinal: int):
+        sts = rendered.one("StatefulSet")
+        self.name = f"{sts['metadata']['name']}-{ordinal}"
+        self.ip = f"127.0.0.{ordinal + 1}"
+        self.machine = machine
+        self.home = machine.mkdir(machine.root / self.name)
+        self.container = Container(machine, rendered, sts["spec"]["template"]["spec"], "postgres",
+                                   pod_name=self.name, pod_ip=self.ip, home=self.home,
+                                   volume_dirs={})
+        env = self.container.env
+        entrypoint = (self.container.scripts / "entrypoint.sh").read_text()
+        socket_default = re.search(r'SOCKET_DIR="\$\{SOCKET_DIR:-([^}]+)\}"', entrypoint).group(1)
+        assert socket_default in self.container.mounts, \
+            f"entrypoint's socket directory {socket_default} is not a volume mount"
+        env["SOCKET_DIR"] = self.container.localize(socket_default)
+        env["LISTEN_ADDRESSES"] = self.ip
+        self.env = env
+        self.pgdata = Path(env["PGDATA"])
+        self.log = self.home / "pod.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> "DatabasePod":
+        self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
+        probe = self.container.probe()
+
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited with {self.proc.returncode}:\n{self.logs()}")
+            return self.machine.run(probe, {"PATH": self.machine.path}).returncode == 0
+
+        wait_for(f"{self.name} to pass its startup probe ({' '.join(probe)})", ready, timeout)
+        return self
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def sql(self, query: str, db: str = "postgres") -> str:
+        """The query's rows as psql -At prints them; fails the test on an error."""
+        result = self.machine.psql(self.ip, query, db=db)
+        assert result.returncode == 0, f"{self.name}: {query!r} failed:\n{result.stderr}"
+        return result.stdout.strip()
+
+    def stop(self) -> None:
+        """pg_ctl stop -m immediate; then make sure the process group is gone."""
+        if self.proc is None:
+            return
+        if (self.pgdata / "postmaster.pid").exists():
+            self.machine.run(["pg_ctl", "-D", str(self.pgdata), "-m", "immediate", "-w", "stop"],
+                             {"PATH": self.machine.path}, timeout=30)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=15)
+
+
+class BackupJob:
+    """A run of the backup CronJob's container, with its own backup volume."""
+
+    def __init__(self, machine: Machine, rendered: Rendered, backups: Path):
+        cron = rendered.one("CronJob")
+        self.machine = machine
+        self.backups = backups
+        self.home = machine.mkdir(backups.parent / f"{backups.name}-job")
+        pod_spec = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        claim = next(v["name"] for v in pod_spec["volumes"] if "persistentVolumeClaim" in v)
+        self.container = Container(machine, rendered, pod_spec, "backup",
+                                   pod_name=f"{cron['metadata']['name']}-job", pod_ip=None,
+                                   home=self.home, volume_dirs={claim: backups})
+        self.env = self.container.env
+        self.scripts = self.container.scripts
+
+    def run(self, argv: list[str] | None = None, **env: str) -> subprocess.CompletedProcess:
+        """The container's command (or argv), with env entries changed or added."""
+        return self.machine.run(argv or self.container.command, {**self.env, **env}, cwd=self.home)
+
+    def script(self, name: str, **env: str) -> subprocess.CompletedProcess:
+        """One script from the scripts volume, with the container's env."""
+        return self.run(["/bin/sh", str(self.scripts / name)], **env)
+
+    def start(self, **env: str) -> subprocess.Popen:
+        """The container's command in the background (its own process group)."""
+        return self.machine.popen(self.container.command, {**self.env, **env},
+                                  self.home / "job.log", cwd=self.home)
+
+    def dumps(self) -> list[str]:
+        return sorted(p.name for p in self.backups.iterdir() if STAMP_RE.match(p.name))
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.backups.iterdir())

@@ -1,0 +1,51 @@
+"""Streaming replication as the StatefulSet sets it up: entrypoint.sh for ordinal 0 and 1."""
+
+from __future__ import annotations
+
+from .harness import wait_for
+
+
+def test_ordinal_1_streams_from_ordinal_0(primary, replica):
+    """entrypoint.sh with the pod env of ordinal 0 makes a writable primary, and with
+    ordinal 1 (PRIMARY_HOST = ordinal 0) a clone of it that stays in recovery, is
+    seen streaming in the primary's pg_stat_replication, receives rows written on
+    the primary afterwards, and refuses writes."""
+    assert primary.sql("SELECT pg_is_in_recovery()") == "f"
+    assert replica.sql("SELECT pg_is_in_recovery()") == "t"
+    # A clone, not a second initdb: both report the same system identifier.
+    system_id = "SELECT system_identifier FROM pg_control_system()"
+    assert replica.sql(system_id) == primary.sql(system_id)
+
+    primary.sql("CREATE TABLE replication_check (id int PRIMARY KEY, note text);"
+                "INSERT INTO replication_check SELECT i, md5(i::text) FROM generate_series(1, 250) i")
+    digest = "SELECT count(*), md5(string_agg(note, ',' ORDER BY id)) FROM replication_check"
+    expected = primary.sql(digest)
+    assert expected.startswith("250|")
+    wait_for("the rows to reach the replica",
+             lambda: replica.sql("SELECT to_regclass('replication_check') IS NOT NULL") == "t"
+             and replica.sql(digest) == expected, timeout=20)
+
+    user = primary.machine.secret["replication-username"]
+    wait_for("one streaming sender on the primary", lambda: primary.sql(
+        "SELECT usename, state FROM pg_stat_replication").splitlines() == [f"{user}|streaming"])
+    assert replica.sql("SELECT status FROM pg_stat_wal_receiver") == "streaming"
+
+    refused = primary.machine.psql(replica.ip, "INSERT INTO replication_check VALUES (0, 'x')")
+    assert refused.returncode != 0 and "read-only transaction" in refused.stderr, refused.stderr
+
+
+def test_pods_restart_on_their_data(primary, replica):
+    """A restarted pod (same volume, same env) comes back on its existing data
+    directory: entrypoint.sh skips initdb/pg_basebackup, rewrites the chart's
+    settings file over the read-only copy the previous start left, and the replica
+    streams again, receiving rows written after the restart."""
+    primary.sql("CREATE TABLE restart_check (id int PRIMARY KEY)")
+    for pod in (replica, primary):
+        pod.stop()
+    for pod in (primary, replica):
+        pod.start()
+    assert "already initialised" in primary.logs() and "already initialised" in replica.logs()
+    assert replica.sql("SELECT pg_is_in_recovery()") == "t"
+    primary.sql("INSERT INTO restart_check SELECT generate_series(1, 40)")
+    wait_for("rows written after the restart to reach the replica",
+             lambda: replica.sql("SELECT count(*) FROM restart_check") == "40", timeout=20)
