@@ -2,8 +2,9 @@
 # Installs what the operator needs on the local control plane, the way a
 # platform team would: the CRD from crds/ and the ServiceAccount and RBAC from
 # charts/mydatabase-operator (its Deployment off: the operator runs here as a
-# local process). Then mints a kubeconfig for that ServiceAccount, so the
-# operator runs with exactly the rights the chart grants.
+# local process; its CRD copy off: crds/ is applied directly). Then mints a
+# kubeconfig for that ServiceAccount, so the operator runs with exactly the
+# rights the chart grants.
 #
 #   hack/install-dev.sh OUT_KUBECONFIG
 set -euo pipefail
@@ -19,5 +20,5 @@ SA=mydb-operator
 "${BIN}/kubectl" wait --for=condition=Established crd/mydatabases.myapp.example.com --timeout=60s >/dev/null
 "${BIN}/kubectl" get namespace "${NS}" >/dev/null 2>&1 || "${BIN}/kubectl" create namespace "${NS}" >/dev/null
 "${BIN}/helm" template "${SA}" "${REPO}/charts/mydatabase-operator" --namespace "${NS}" \
-  --set deployment.enabled=false | "${BIN}/kubectl" apply -f - >/dev/null
+  --set deployment.enabled=false --set crds.install=false | "${BIN}/kubectl" apply -f - >/dev/null
 python3 "${REPO}/hack/cluster.py" sa-kubeconfig -n "${NS}" -s "${SA}" -o "${OUT}"

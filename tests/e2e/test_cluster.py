@@ -163,3 +163,29 @@ def test_cluster_down_leaves_no_process(cluster):
         assert survivors == []
         assert not Path(folder, "state").exists()
         assert Path(folder, "logs", "kube-apiserver.log").exists()
+
+
+def test_a_thousand_claims_bind_and_grow(cluster, namespace):
+    """The simulated storage driver keeps up with 1000 claims: all bind, and grown ones reach their size."""
+    from kubernetes import client, config
+
+    claims = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"c{i}"},
+               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+              for i in range(1000)]
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                            "items": claims}))
+    core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
+
+    def phases() -> list[str]:
+        return [c.status.phase for c in core.list_namespaced_persistent_volume_claim(namespace).items]
+    wait_for("1000 claims Bound", lambda: phases().count("Bound") == 1000, timeout=180, interval=2)
+
+    grown = [f"c{i}" for i in range(0, 1000, 20)]
+    for name in grown:
+        core.patch_namespaced_persistent_volume_claim(name, namespace, {"spec": {"resources": {"requests": {
+            "storage": "2Gi"}}}})
+
+    def at_2gi() -> int:
+        return sum(1 for c in core.list_namespaced_persistent_volume_claim(namespace).items
+                   if c.metadata.name in grown and (c.status.capacity or {}).get("storage") == "2Gi")
+    wait_for(f"{len(grown)} grown claims at 2Gi", lambda: at_2gi() == len(grown), timeout=120, interval=2)
