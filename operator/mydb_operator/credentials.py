@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import secrets
 from typing import Any
+from urllib.parse import quote
 
 from . import api
 from .values import credentials_secret_name
 
 SUPERUSER, REPLICATION_USER = "postgres", "replicator"
+REQUIRED_KEYS = ("username", "password", "replication-username", "replication-password")
+
+
+def missing_keys(secret: dict[str, Any]) -> list[str]:
+    """Keys the chart needs that a user-supplied Secret lacks."""
+    present = set(secret.get("data") or {}) | set(secret.get("stringData") or {})
+    return [key for key in REQUIRED_KEYS if key not in present]
+
+
+def connection_uri(user: str, password: str, host: str, port: int = 5432, database: str = "postgres") -> str:
+    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/{database}"
 
 
 def new_password() -> str:
@@ -18,6 +30,7 @@ def new_password() -> str:
 
 def credentials_secret(release: str, namespace: str) -> dict[str, Any]:
     """A new Secret body; its passwords exist only here and in the API server."""
+    password = new_password()
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -29,8 +42,11 @@ def credentials_secret(release: str, namespace: str) -> dict[str, Any]:
         "type": "Opaque",
         "stringData": {
             "username": SUPERUSER,
-            "password": new_password(),
+            "password": password,
             "replication-username": REPLICATION_USER,
             "replication-password": new_password(),
+            # Ready-made connection strings for the read-write and read-only Services.
+            "uri": connection_uri(SUPERUSER, password, f"{release}.{namespace}.svc"),
+            "uri-ro": connection_uri(SUPERUSER, password, f"{release}-ro.{namespace}.svc"),
         },
     }

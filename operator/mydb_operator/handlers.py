@@ -87,8 +87,6 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
                 if outcome.problem:
                     failures += 1
                     delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
-                    if patch is not None:  # say it once, not on every retry
-                        kopf.warn(body, reason=outcome.problem.reason, message=outcome.problem.message)
                     log.warning("%s/%s: %s: %s (retry in %.0fs)", namespace, name,
                                 outcome.problem.reason, outcome.problem.message, delay)
                 else:
@@ -142,9 +140,10 @@ for _api_version, _plural in (
 async def delete_database(body: kopf.Body, spec: kopf.Spec, name: str, namespace: str, **_: Any) -> None:
     """Uninstall the release; keep the data and its Secret unless deletionPolicy is Delete."""
     try:
-        policy = parse_spec(dict(spec)).deletion_policy
+        parsed = parse_spec(dict(spec))
+        policy, own_secret = parsed.deletion_policy, not parsed.existing_secret
     except SpecError:
-        policy = api.DELETION_RETAIN  # when in doubt, keep the data
+        policy, own_secret = api.DELETION_RETAIN, False  # when in doubt, keep the data
     await kube.patch_status(namespace, name, {"phase": DELETING, "ready": False})
     try:
         await HELM.uninstall(name, namespace)
@@ -152,7 +151,9 @@ async def delete_database(body: kopf.Body, spec: kopf.Spec, name: str, namespace
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     if policy == api.DELETION_DELETE:
         claims = await kube.delete_claims(namespace, name)
-        await kube.delete_secret(namespace, credentials_secret_name(name))
-        log.info("%s/%s: deleted, with claims %s and its Secret (deletionPolicy Delete)", namespace, name, claims)
+        if own_secret:  # a Secret the user supplied is theirs to delete
+            await kube.delete_secret(namespace, credentials_secret_name(name))
+        log.info("%s/%s: deleted, with claims %s and the operator's Secret (deletionPolicy Delete)",
+                 namespace, name, claims)
     else:
         log.info("%s/%s: deleted; its claims and Secret are kept (deletionPolicy Retain)", namespace, name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from kubernetes import client
@@ -28,6 +29,20 @@ def _create_secret_once(body: dict[str, Any]) -> bool:
 async def create_secret_once(body: dict[str, Any]) -> bool:
     """Create the Secret unless it exists; True when it was created now."""
     return await asyncio.to_thread(_create_secret_once, body)
+
+
+def _read_secret(namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return client.ApiClient().sanitize_for_serialization(client.CoreV1Api().read_namespaced_secret(name, namespace))
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+async def read_secret(namespace: str, name: str) -> dict[str, Any] | None:
+    """A user-named Secret, to check its keys (the only Secret the operator reads)."""
+    return await asyncio.to_thread(_read_secret, namespace, name)
 
 
 def _label_pod(namespace: str, name: str, key: str, value: str) -> None:
@@ -84,3 +99,64 @@ def _delete_secret(namespace: str, name: str) -> None:
 
 async def delete_secret(namespace: str, name: str) -> None:
     await asyncio.to_thread(_delete_secret, namespace, name)
+
+
+def _storage_class(name: str) -> dict[str, Any] | None:
+    try:
+        found = client.StorageV1Api().read_storage_class(name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return client.ApiClient().sanitize_for_serialization(found)
+
+
+async def storage_class(name: str) -> dict[str, Any] | None:
+    return await asyncio.to_thread(_storage_class, name)
+
+
+def _default_storage_class() -> dict[str, Any] | None:
+    for item in client.StorageV1Api().list_storage_class().items:
+        if (item.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true":
+            return client.ApiClient().sanitize_for_serialization(item)
+    return None
+
+
+async def default_storage_class() -> dict[str, Any] | None:
+    return await asyncio.to_thread(_default_storage_class)
+
+
+def _grow_claim(namespace: str, name: str, size: str) -> None:
+    client.CoreV1Api().patch_namespaced_persistent_volume_claim(
+        name, namespace, {"spec": {"resources": {"requests": {"storage": size}}}}, _content_type=MERGE_PATCH
+    )
+
+
+async def grow_claim(namespace: str, name: str, size: str) -> None:
+    await asyncio.to_thread(_grow_claim, namespace, name, size)
+
+
+def _orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None:
+    apps = client.AppsV1Api()
+    try:
+        apps.delete_namespaced_stateful_set(name, namespace, body=client.V1DeleteOptions(propagation_policy="Orphan"))
+    except ApiException as error:
+        if error.status != 404:
+            raise
+    # The garbage collector first frees the pods (the orphan finalizer); Helm
+    # cannot re-create the StatefulSet while the old one is still terminating.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            apps.read_namespaced_stateful_set(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        time.sleep(0.5)
+    raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after {timeout:.0f}s")
+
+
+async def orphan_statefulset(namespace: str, name: str) -> None:
+    """Delete the StatefulSet but not its pods, so Helm can re-create it with a new claim template."""
+    await asyncio.to_thread(_orphan_statefulset, namespace, name)

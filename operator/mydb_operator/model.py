@@ -37,6 +37,7 @@ class DatabaseSpec:
     hibernate: bool = False
     backup: Backup | None = None
     postgresql_parameters: Mapping[str, str] = field(default_factory=dict)
+    existing_secret: str = ""  # a Secret the user made; empty: the operator creates one
 
     @property
     def major(self) -> int:
@@ -63,6 +64,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
             storage=str(backup.get("storage") or "10Gi"),
         ) if backup else None,
         postgresql_parameters=dict((spec.get("postgresql") or {}).get("parameters") or {}),
+        existing_secret=(spec.get("credentials") or {}).get("secretName") or "",
     )
     validate(parsed)
     return parsed

@@ -19,6 +19,7 @@ class Observation:
     cronjob: dict[str, Any] | None = None
     jobs: list[dict[str, Any]] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)  # the pods' data claims
 
 
 def _get_or_none(read, *args) -> dict[str, Any] | None:
@@ -30,24 +31,24 @@ def _get_or_none(read, *args) -> dict[str, Any] | None:
         raise
 
 
-def _observe(release: str, namespace: str, with_backup: bool) -> Observation:
+def _observe(release: str, namespace: str) -> Observation:
     apps, core, batch = client.AppsV1Api(), client.CoreV1Api(), client.BatchV1Api()
     serialize = client.ApiClient().sanitize_for_serialization
     selector = api.label_selector(api.selector_labels(release))
     pods = serialize(core.list_namespaced_pod(namespace, label_selector=selector).items)
     services = [s.metadata.name for s in core.list_namespaced_service(namespace, label_selector=selector).items]
-    cronjob = jobs = None
-    if with_backup:
-        cronjob = _get_or_none(batch.read_namespaced_cron_job, f"{release}-backup", namespace)
-        jobs = serialize(batch.list_namespaced_job(namespace, label_selector=selector).items)
+    claims = serialize(core.list_namespaced_persistent_volume_claim(namespace, label_selector=selector).items)
+    cronjob = _get_or_none(batch.read_namespaced_cron_job, f"{release}-backup", namespace)
+    jobs = serialize(batch.list_namespaced_job(namespace, label_selector=selector).items)
     return Observation(
         statefulset=_get_or_none(apps.read_namespaced_stateful_set, release, namespace),
         pods=[p for p in pods if p["metadata"]["name"].rsplit("-", 1)[0] == release],
         cronjob=cronjob,
-        jobs=jobs or [],
+        jobs=jobs,
         services=services,
+        claims=[c for c in claims if c["metadata"]["name"].startswith(f"data-{release}-")],
     )
 
 
-async def observe(release: str, namespace: str, *, with_backup: bool) -> Observation:
-    return await asyncio.to_thread(_observe, release, namespace, with_backup)
+async def observe(release: str, namespace: str) -> Observation:
+    return await asyncio.to_thread(_observe, release, namespace)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import api, kube
-from .credentials import credentials_secret
+from . import api, kube, lifecycle
+from .credentials import credentials_secret, missing_keys
 from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
 from .observe import Observation, observe
@@ -46,51 +47,149 @@ def drift(spec: DatabaseSpec, values: dict[str, Any], seen: Observation, release
     return None
 
 
-async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, helm: Helm) -> Outcome:
-    meta = body["metadata"]
-    name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
-    previous = known_status if known_status is not None else dict(body.get("status") or {})
-    applied = previous.get("release")
-    events: list[tuple[str, str, str]] = []
+async def expansion_allowed(spec: DatabaseSpec, seen: Observation) -> bool | None:
+    """Whether the data claims' StorageClass allows expansion (None: no such class)."""
+    class_name = next((c["spec"].get("storageClassName") for c in seen.claims), None) or spec.storage_class_name
+    found = await (kube.storage_class(class_name) if class_name else kube.default_storage_class())
+    return None if found is None else bool(found.get("allowVolumeExpansion"))
+
+
+async def plan_changes(spec: DatabaseSpec, seen: Observation) -> tuple[DatabaseSpec, lifecycle.StoragePlan, str | None]:
+    """The spec Helm may apply now, the storage plan, and why the version was held back.
+
+    Held-back parts keep their running value, so everything else in the spec
+    still rolls out."""
+    running = lifecycle.running_version(seen.statefulset)
+    refusal = lifecycle.version_refusal(spec, running)
+    effective = dataclasses.replace(spec, version=running) if refusal else spec
+    template_size = lifecycle.claim_template_size(seen.statefulset)
+    allowed = await expansion_allowed(spec, seen) if template_size and template_size != spec.storage else None
+    plan = lifecycle.storage_plan(spec, template_size, allowed)
+    return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
+
+
+async def grow_storage(name: str, namespace: str, size: str, seen: Observation) -> str:
+    """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
+    for claim in seen.claims:
+        await kube.grow_claim(namespace, claim["metadata"]["name"], size)
+    await kube.orphan_statefulset(namespace, name)
+    return f"growing {len(seen.claims)} claims to {size}; StatefulSet re-created around its running pods"
+
+
+async def ensure_credentials(name: str, namespace: str, spec: DatabaseSpec) -> tuple[str | None, Problem | None]:
+    """Create the operator's Secret once, or check the user's; returns (event message, problem)."""
+    if spec.existing_secret:
+        secret = await kube.read_secret(namespace, spec.existing_secret)
+        if secret is None:
+            return None, Problem("CredentialsMissing", f"spec.credentials.secretName: Secret "
+                                 f"{spec.existing_secret} does not exist in namespace {namespace}")
+        missing = missing_keys(secret)
+        if missing:
+            return None, Problem("CredentialsInvalid", f"spec.credentials.secretName: Secret "
+                                 f"{spec.existing_secret} lacks the keys {', '.join(missing)}")
+        return None, None
+    body = credentials_secret(name, namespace)
+    if await kube.create_secret_once(body):
+        return f"created Secret {body['metadata']['name']} with random passwords", None
+    return None, None
+
+
+@dataclass
+class Converged:
+    """What one pass of converge() did: the release now applied and what to report."""
+    seen: Observation
+    applied: dict[str, Any] | None
+    operation: dict[str, Any] | None
+    events: list[tuple[str, str, str]] = field(default_factory=list)
     problem: Problem | None = None
-    spec: DatabaseSpec | None = None
+    storage_blocked: str | None = None  # the database runs; only the growth waits
+
+
+async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observation,
+                   applied: dict[str, Any] | None, operation: dict[str, Any] | None, helm: Helm) -> Converged:
+    """Run Helm if the values changed or a child drifted; grow storage first when asked."""
+    done = Converged(seen=seen, applied=applied, operation=operation)
+    effective, storage, refusal = await plan_changes(spec, seen)
+    done.storage_blocked = storage.refusal
+    if refusal:
+        done.problem = Problem("ChangeRefused", refusal)
+    values = build_values(name, effective)
+    wanted = release_hash(helm.digest, values)
+    if applied and applied.get("appliedHash") == wanted:
+        why = drift(effective, values, seen, name)
+        if why is None:
+            return done  # the usual case: nothing to do, no Helm, no writes
+    else:
+        why = "first install" if not applied else "spec or chart changed"
+
+    created, credentials_problem = await ensure_credentials(name, namespace, spec)
+    if created:
+        done.events.append(("Normal", "CredentialsCreated", created))
+    if credentials_problem:
+        done.problem = credentials_problem
+        return done
     try:
-        spec = parse_spec(body.get("spec") or {})
-    except SpecError as error:
-        problem = Problem("InvalidSpec", str(error))
+        if storage.grow:
+            done.events.append(("Normal", "Resizing", await grow_storage(name, namespace, spec.storage, seen)))
+        result = await helm.upgrade(name, namespace, values)
+    except HelmError as error:
+        done.problem = Problem("HelmFailed", str(error))
+        return done
+    except TimeoutError as error:
+        done.problem = Problem("ResizeStalled", str(error))
+        return done
+    summary = lifecycle.applied_summary(effective)
+    kind = lifecycle.operation_kind((applied or {}).get("spec"), summary)
+    done.applied = {"name": result.name, "revision": result.revision, "chart": result.chart,
+                    "appliedHash": wanted, "status": result.status, "spec": summary}
+    done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
+    log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, why)
+    done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {why}"))
+    done.seen = await observe(name, namespace)
+    return done
 
-    seen = await observe(name, namespace, with_backup=True)
-    if spec is not None:
-        values = build_values(name, spec)
-        wanted = release_hash(helm.digest, values)
-        why = None
-        if not applied or applied.get("appliedHash") != wanted:
-            why = "install" if not applied else "spec or chart changed"
-        else:
-            why = drift(spec, values, seen, name)
-        if why:
-            try:
-                if await kube.create_secret_once(credentials_secret(name, namespace)):
-                    events.append(("Normal", "CredentialsCreated", f"created Secret {values['credentials']['secretName']}"))
-                result = await helm.upgrade(name, namespace, values)
-                applied = {"name": result.name, "revision": result.revision, "chart": result.chart,
-                           "appliedHash": wanted, "status": result.status}
-                log.info("%s/%s: helm revision %d applied (%s)", namespace, name, result.revision, why)
-                events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {why}"))
-                seen = await observe(name, namespace, with_backup=True)
-            except HelmError as error:
-                problem = Problem("HelmFailed", str(error))
 
-    for pod in seen.pods:
+async def label_roles(namespace: str, pods: list[dict[str, Any]]) -> None:
+    """Label each pod primary or replica; the read-write and read-only Services select on it."""
+    for pod in pods:
         role = role_of(pod)
         if (pod["metadata"].get("labels") or {}).get(api.ROLE_LABEL) != role:
             await kube.label_pod(namespace, pod["metadata"]["name"], api.ROLE_LABEL, role)
 
+
+async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, helm: Helm) -> Outcome:
+    meta = body["metadata"]
+    name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
+    previous = known_status if known_status is not None else dict(body.get("status") or {})
+    seen = await observe(name, namespace)
+    try:
+        spec = parse_spec(body.get("spec") or {})
+    except SpecError as error:
+        spec, done = None, Converged(seen, previous.get("release"), previous.get("lastOperation"),
+                                     problem=Problem("InvalidSpec", str(error)))
+    else:
+        done = await converge(name, namespace, spec, seen, previous.get("release"),
+                              previous.get("lastOperation"), helm)
+    await label_roles(namespace, done.seen.pods)
     status = build_status(
-        release=name, namespace=namespace, generation=generation, spec=spec, observation=seen,
-        applied=applied, problem=problem, previous=previous, now=now(),
+        release=name, namespace=namespace, generation=generation, spec=spec, observation=done.seen,
+        applied=done.applied, problem=done.problem, previous=previous, now=now(), operation=done.operation,
+        storage_blocked=done.storage_blocked,
     )
-    return Outcome(status=status, events=events, problem=problem)
+    done.events += warnings_for(previous, status)
+    return Outcome(status=status, events=done.events, problem=done.problem)
+
+
+def warnings_for(previous: dict[str, Any], status: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """A Warning Event when a problem first shows (or changes), not on every retry."""
+    before = {c["type"]: c for c in previous.get("conditions") or []}
+    warnings = []
+    for new in status["conditions"]:
+        alarming = (new["type"] == "Degraded" and new["status"] == "True") or new["reason"] == "ExpansionNotSupported"
+        old = before.get(new["type"], {})
+        if alarming and (old.get("reason"), old.get("message")) != (new["reason"], new["message"]):
+            warnings.append(("Warning", new["reason"], new["message"]))
+    return warnings
 
 
 def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:

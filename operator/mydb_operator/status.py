@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from . import api
+from . import api, lifecycle
 from .model import DatabaseSpec
 from .observe import Observation
 
@@ -104,6 +104,8 @@ def build_status(
     problem: Problem | None,
     previous: dict[str, Any],
     now: str,
+    operation: dict[str, Any] | None = None,
+    storage_blocked: str | None = None,
 ) -> dict[str, Any]:
     """Everything under .status, from facts only; equal inputs give an equal dict (no needless writes)."""
     old_conditions = previous.get("conditions") or []
@@ -144,6 +146,7 @@ def build_status(
         condition(old_conditions, "Degraded", phase in (DEGRADED, FAILED), reason if phase in (DEGRADED, FAILED)
                   else "Healthy", message if phase in (DEGRADED, FAILED) else "no failures", now, generation),
     ]
+    conditions.append(resizing_condition(spec, observation, storage_blocked, old_conditions, now, generation))
     status: dict[str, Any] = {
         "ready": ready,
         "phase": phase,
@@ -155,8 +158,14 @@ def build_status(
         "conditions": conditions,
         "endpoints": endpoints(release, namespace),
     }
-    if spec is not None:
-        status["version"] = spec.version
+    running = lifecycle.running_version(observation.statefulset)
+    if running:
+        status["version"] = running
+    restarting = lifecycle.pending_restart(observation.statefulset, pods)
+    status["pendingRestart"] = bool(restarting)
+    if operation:
+        settled = phase == RUNNING or (phase == HIBERNATED and not pods)
+        status["lastOperation"] = finish_operation(operation, settled, problem, now)
     primary = next((p for p in pods if role_of(p) == api.PRIMARY), None)
     if primary is not None:
         status["primary"] = primary["metadata"]["name"]
@@ -166,3 +175,29 @@ def build_status(
     if backup:
         status["backup"] = backup
     return status
+
+
+def resizing_condition(spec: DatabaseSpec | None, observation: Observation, blocked: str | None,
+                       previous: Iterable[dict], now: str, generation: int) -> dict[str, Any]:
+    """True while some data claim has not reached spec.storage (the driver is still expanding it)."""
+    if blocked:
+        return condition(previous, "Resizing", False, "ExpansionNotSupported", blocked, now, generation)
+    short = lifecycle.claims_short_of(observation.claims, spec.storage) if spec and observation.claims else []
+    if short:
+        done = len(observation.claims) - len(short)
+        return condition(previous, "Resizing", True, "ExpandingVolumes",
+                         f"{done}/{len(observation.claims)} claims at {spec.storage}; waiting for {', '.join(short)}",
+                         now, generation)
+    return condition(previous, "Resizing", False, "AtRequestedSize", "every claim has its requested size",
+                     now, generation)
+
+
+def finish_operation(operation: dict[str, Any], settled: bool, problem: Problem | None, now: str) -> dict[str, Any]:
+    """An operation in progress ends when the database settles (Running, or Hibernated with no pods) or fails."""
+    if operation.get("result") != "InProgress":
+        return operation
+    if problem is not None:
+        return {**operation, "result": "Failed", "finishedAt": now}
+    if settled:
+        return {**operation, "result": "Succeeded", "finishedAt": now}
+    return operation

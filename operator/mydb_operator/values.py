@@ -11,6 +11,7 @@ from .model import DatabaseSpec
 
 
 def credentials_secret_name(release: str) -> str:
+    """The Secret the operator creates for a database that names none of its own."""
     return f"{release}-credentials"
 
 
@@ -20,7 +21,7 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
         "replicas": 0 if spec.hibernate else spec.replicas,
         "image": {"tag": spec.version},
         "storage": {"size": spec.storage, "storageClassName": spec.storage_class_name},
-        "credentials": {"secretName": credentials_secret_name(release)},
+        "credentials": {"secretName": spec.existing_secret or credentials_secret_name(release)},
         "roleLabel": api.ROLE_LABEL,
         "backup": {"enabled": False},
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ def apply_db(cluster, namespace: str, name: str, spec: dict) -> None:
 def helm(cluster, *args: str) -> str:
     return subprocess.run([cluster.tool("helm"), f"--kubeconfig={cluster.kubeconfig}", *args],
                           check=True, capture_output=True, text=True,
-                          env={"HELM_DRIVER": "configmap", "PATH": "/usr/bin:/bin"}).stdout
+                          env={**os.environ, "HELM_DRIVER": "configmap"}).stdout
 
 
 def revision(cluster, namespace: str, name: str) -> int:

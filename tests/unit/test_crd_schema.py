@@ -276,11 +276,11 @@ def test_storage_fields_are_checked_as_quantities_that_never_shrink(spec_schema)
     assert storage_rules[0]["message"] == "storage must be a Kubernetes quantity such as 100Gi"
 
 
-def test_version_downgrade_and_storage_class_change_are_transition_rules(spec_schema):
+def test_major_change_and_storage_class_change_are_transition_rules(spec_schema):
     rules = spec_schema["x-kubernetes-validations"]
     by_path = {r.get("fieldPath"): r for r in rules}
     assert "oldSelf.version" in by_path[".version"]["rule"]
-    assert "restore a logical backup into a new MyDatabase" in by_path[".version"]["message"]
+    assert "with spec.restore from a backup of this one" in by_path[".version"]["message"]
     assert "oldSelf.storageClassName" in by_path[".storageClassName"]["rule"]
     assert "storageClassName is immutable" in by_path[".storageClassName"]["message"]
 
