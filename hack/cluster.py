@@ -8,6 +8,7 @@ hack/build-tools.sh builds.  Nothing here needs a container runtime.
     python3 hack/cluster.py up        # idempotent: a healthy cluster is left alone
     python3 hack/cluster.py down      # stops what `up` started (by pid) and removes state
     python3 hack/cluster.py status
+    python3 hack/cluster.py restart-apiserver   # for reconnection tests
     python3 hack/cluster.py sa-kubeconfig -n NS -s SA -o FILE
 
 Only the standard library is used so that this runs before any venv exists.
@@ -403,6 +404,13 @@ def cmd_down(_: argparse.Namespace) -> None:
     log(f"cluster is down (logs kept in {LOG_DIR})")
 
 
+def cmd_restart_apiserver(_: argparse.Namespace) -> None:
+    """Stop and start the API server alone (etcd keeps the state): for tests of reconnection."""
+    bins = bin_dir()
+    stop("kube-apiserver")
+    start_apiserver(bins)
+
+
 def cmd_status(_: argparse.Namespace) -> None:
     for name in COMPONENTS:
         pid = running_pid(name)
@@ -428,6 +436,7 @@ def main() -> None:
     commands.add_parser("up").set_defaults(func=cmd_up)
     commands.add_parser("down").set_defaults(func=cmd_down)
     commands.add_parser("status").set_defaults(func=cmd_status)
+    commands.add_parser("restart-apiserver").set_defaults(func=cmd_restart_apiserver)
     sa = commands.add_parser("sa-kubeconfig")
     sa.add_argument("-n", "--namespace", required=True)
     sa.add_argument("-s", "--serviceaccount", required=True)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import api
+from . import api, logs
 from .config import CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
@@ -63,16 +63,33 @@ def cmd_run(args: argparse.Namespace) -> None:
     CONFIG.namespaces = args.namespace or []
     if args.resync is not None:
         CONFIG.resync_seconds = args.resync
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # kopf says "Handler succeeded" for every watched event; keep its warnings only.
-    for noisy in ("kopf", "pyhelm3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.metrics_port is not None:
+        CONFIG.metrics_port = args.metrics_port
+    logs.configure(args.log_format)
+    if args.leader_elect:
+        lead(args)
     kopf.run(
         clusterwide=not CONFIG.namespaces,
         namespaces=CONFIG.namespaces,
         standalone=True,
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
     )
+
+
+def lead(args: argparse.Namespace) -> None:
+    """Block until this replica holds the Lease; exit the process when it loses it."""
+    import kubernetes
+
+    from .leader import LeaderLease, default_identity, default_namespace
+
+    try:
+        kubernetes.config.load_incluster_config()
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()
+    lease = LeaderLease(args.leader_lease_name, args.leader_lease_namespace or default_namespace(),
+                        default_identity(), duration=args.leader_lease_seconds)
+    lease.acquire()
+    lease.keep(on_lost=lambda: os._exit(1))  # a standby takes over; the Deployment restarts this one
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -86,6 +103,14 @@ def main(argv: list[str] | None = None) -> None:
                      help="watch only this namespace (repeatable); default: all namespaces")
     run.add_argument("--resync", type=float, help="seconds between periodic reconciles (default 60)")
     run.add_argument("--health-port", type=int, default=8080, help="liveness endpoint port (0: off)")
+    run.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9090, 0: off)")
+    run.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="with several replicas: only the holder of a Lease reconciles")
+    run.add_argument("--leader-lease-name", default="mydb-operator")
+    run.add_argument("--leader-lease-namespace", help="default: the pod's namespace")
+    run.add_argument("--leader-lease-seconds", type=int, default=15,
+                     help="a standby takes over this long after the leader stopped renewing")
     run.set_defaults(func=cmd_run)
 
     render = commands.add_parser("render", help="print the manifests the operator would apply")

@@ -18,6 +18,7 @@ class Config:
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("MYDB_RESYNC_SECONDS", "60")))
     helm_parallel: int = field(default_factory=lambda: int(os.environ.get("MYDB_HELM_PARALLEL", "4")))
     history_max: int = 5
+    metrics_port: int = field(default_factory=lambda: int(os.environ.get("MYDB_METRICS_PORT", "9090")))
 
 
 CONFIG = Config()

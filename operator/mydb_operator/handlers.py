@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import kopf
 import kubernetes
 
-from . import api, kube
+from . import api, backups, kube, metrics
 from .config import CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
@@ -56,7 +57,9 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.standalone = True
     HELM = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
                 max_parallel=CONFIG.helm_parallel)
-    log.info("chart %s (digest %s), helm %s", CONFIG.chart_dir, HELM.digest, HELM.client.version)
+    metrics.serve(CONFIG.metrics_port)
+    log.info("chart %s (digest %s), helm %s, metrics on :%s", CONFIG.chart_dir, HELM.digest,
+             HELM.client.version, CONFIG.metrics_port or "off")
 
 
 @kopf.daemon(api.GROUP, api.VERSION, api.PLURAL, cancellation_timeout=10.0)
@@ -72,12 +75,16 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
             wake.clear()
             snapshot = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
             delay = CONFIG.resync_seconds
+            started = time.perf_counter()
             try:
                 outcome = await reconcile(snapshot, known_status, HELM)
                 previous = known_status if known_status is not None else snapshot["status"]
                 patch = status_patch(previous, outcome.status)
                 if patch is not None:
                     await kube.patch_status(namespace, name, patch)
+                    metrics.STATUS_WRITES.inc()
+                metrics.set_phase(key, outcome.status["phase"])
+                metrics.RECONCILES.labels("problem" if outcome.problem else "ok").inc()
                 if known_status is None and not outcome.events:
                     revision = (outcome.status.get("release") or {}).get("revision")
                     log.info("%s/%s: up to date at helm revision %s, no helm run needed", namespace, name, revision)
@@ -85,6 +92,7 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
                 for type_, reason, message in outcome.events:
                     kopf.event(body, type=type_, reason=reason, message=message)
                 if outcome.problem:
+                    metrics.ERRORS.labels(outcome.problem.reason).inc()
                     failures += 1
                     delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
                     log.warning("%s/%s: %s: %s (retry in %.0fs)", namespace, name,
@@ -92,15 +100,19 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
                 else:
                     failures = 0
             except kubernetes.client.exceptions.ApiException as error:
+                metrics.RECONCILES.labels("error").inc()
+                metrics.ERRORS.labels(f"Api{error.status}").inc()
                 failures += 1
                 delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
                 log.warning("%s/%s: API error %s %s (retry in %.0fs)", namespace, name,
                             error.status, error.reason, delay)
+            metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
             if await sleep_until_poked(wake, stopped, delay):
                 await asyncio.sleep(DEBOUNCE)
     finally:
         if POKES.get(key) is wake:
             del POKES[key]
+            metrics.set_phase(key, None)
 
 
 async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, delay: float) -> bool:
@@ -116,8 +128,9 @@ async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, de
 
 @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL)
 def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
-    """A new generation (spec edit, kubectl scale) is worth an immediate reconcile."""
-    if meta.get("generation") != status.get("observedGeneration"):
+    """A new generation (spec edit, kubectl scale) or backup request is worth an immediate reconcile."""
+    if meta.get("generation") != status.get("observedGeneration") or backups.requested(
+            dict(meta.get("annotations") or {}), dict(status)):
         poke(meta.get("namespace"), meta.get("name"))
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import pyhelm3
 from pyhelm3 import errors as helm_errors
 
+from .metrics import helm_timer
+
 log = logging.getLogger(__name__)
 
 # Release records hold only values and manifests, never a password (the chart
@@ -66,12 +68,12 @@ class Helm:
         # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
         # queue instead of starving the API server on a small machine.
         self._slots = asyncio.Semaphore(max_parallel)
-        self.runs = 0
 
     async def chart(self) -> pyhelm3.Chart:
         if self._chart is None:
             try:
-                self._chart = await self.client.get_chart(self.chart_dir)
+                async with helm_timer("show"):
+                    self._chart = await self.client.get_chart(self.chart_dir)
             except helm_errors.Error as error:
                 raise HelmError(f"cannot load the chart {self.chart_dir}: {_helm_message(error)}") from None
         return self._chart
@@ -79,8 +81,7 @@ class Helm:
     async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict]:
         chart = await self.chart()
         try:
-            async with self._slots:
-                self.runs += 1
+            async with self._slots, helm_timer("template"):
                 rendered = await self.client.template_resources(chart, release, values, namespace=namespace)
             return [doc for doc in rendered if doc]
         except helm_errors.Error as error:
@@ -95,8 +96,7 @@ class Helm:
                 raise HelmError(_helm_message(error)) from None
         log.warning("release %s/%s is stuck in a pending state: recovering it", namespace, release)
         try:
-            async with self._slots:
-                self.runs += 1
+            async with self._slots, helm_timer("recover"):
                 await self.client.get_proceedable_revision(release, namespace=namespace)
             return await self._upgrade(release, namespace, values)
         except helm_errors.Error as error:
@@ -104,8 +104,7 @@ class Helm:
 
     async def _upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
         chart = await self.chart()
-        async with self._slots:
-            self.runs += 1
+        async with self._slots, helm_timer("upgrade"):
             revision = await self.client.install_or_upgrade_release(
                 release, chart, values, namespace=namespace, create_namespace=False,
             )
@@ -118,8 +117,7 @@ class Helm:
 
     async def uninstall(self, release: str, namespace: str) -> None:
         try:
-            async with self._slots:
-                self.runs += 1
+            async with self._slots, helm_timer("uninstall"):
                 await self.client.uninstall_release(release, namespace=namespace, wait=False)
         except helm_errors.Error as error:
             raise HelmError(_helm_message(error)) from None

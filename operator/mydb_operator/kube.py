@@ -160,3 +160,31 @@ def _orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> Non
 async def orphan_statefulset(namespace: str, name: str) -> None:
     """Delete the StatefulSet but not its pods, so Helm can re-create it with a new claim template."""
     await asyncio.to_thread(_orphan_statefulset, namespace, name)
+
+
+def _claim_exists(namespace: str, name: str) -> bool:
+    try:
+        client.CoreV1Api().read_namespaced_persistent_volume_claim(name, namespace)
+        return True
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+
+
+async def claim_exists(namespace: str, name: str) -> bool:
+    return await asyncio.to_thread(_claim_exists, namespace, name)
+
+
+def _create_job_once(body: dict[str, Any]) -> bool:
+    try:
+        client.BatchV1Api().create_namespaced_job(body["metadata"]["namespace"], body)
+        return True
+    except ApiException as error:
+        if error.status == 409:  # made for this request already (the operator restarted in between)
+            return False
+        raise
+
+
+async def create_job_once(body: dict[str, Any]) -> bool:
+    return await asyncio.to_thread(_create_job_once, body)

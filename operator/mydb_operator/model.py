@@ -27,6 +27,12 @@ class Backup:
 
 
 @dataclass(frozen=True)
+class Restore:
+    from_database: str
+    backup: str = "latest"
+
+
+@dataclass(frozen=True)
 class DatabaseSpec:
     replicas: int
     version: str
@@ -38,6 +44,7 @@ class DatabaseSpec:
     backup: Backup | None = None
     postgresql_parameters: Mapping[str, str] = field(default_factory=dict)
     existing_secret: str = ""  # a Secret the user made; empty: the operator creates one
+    restore: Restore | None = None
 
     @property
     def major(self) -> int:
@@ -65,6 +72,10 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         ) if backup else None,
         postgresql_parameters=dict((spec.get("postgresql") or {}).get("parameters") or {}),
         existing_secret=(spec.get("credentials") or {}).get("secretName") or "",
+        restore=Restore(
+            from_database=spec["restore"]["fromDatabase"],
+            backup=spec["restore"].get("backup") or "latest",
+        ) if spec.get("restore") else None,
     )
     validate(parsed)
     return parsed

@@ -8,13 +8,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import api, kube, lifecycle
+from . import api, backups, kube, lifecycle
 from .credentials import credentials_secret, missing_keys
 from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
 from .observe import Observation, observe
 from .status import Problem, build_status, role_of
-from .values import build_values, release_hash
+from .values import backups_claim_name, build_values, release_hash
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,16 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
     else:
         why = "first install" if not applied else "spec or chart changed"
 
+    if spec.storage_class_name and not seen.claims and await kube.storage_class(spec.storage_class_name) is None:
+        # Helm would succeed and leave every pod Pending on an unbindable claim.
+        done.problem = Problem("StorageClassNotFound", f"spec.storageClassName: StorageClass "
+                               f"{spec.storage_class_name} does not exist")
+        return done
+    if spec.restore and not applied and not await kube.claim_exists(namespace, backups_claim_name(
+            spec.restore.from_database)):
+        done.problem = Problem("RestoreSourceMissing", f"spec.restore.fromDatabase: no backups volume "
+                               f"{backups_claim_name(spec.restore.from_database)} in namespace {namespace}")
+        return done
     created, credentials_problem = await ensure_credentials(name, namespace, spec)
     if created:
         done.events.append(("Normal", "CredentialsCreated", created))
@@ -149,6 +159,23 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
     return done
 
 
+async def backup_on_demand(name: str, namespace: str, annotations: dict[str, str], previous: dict[str, Any],
+                           seen: Observation) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """Turn a new myapp.example.com/backup-now annotation into a Job, once per value."""
+    earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand")}
+    token = backups.requested(annotations, previous)
+    if token is None:
+        return earlier, []
+    if seen.cronjob is None:
+        return {"lastOnDemandRequest": token}, [
+            ("Warning", "BackupNotConfigured", f"backup-now={token} ignored: spec.backup is not set")]
+    job = backups.on_demand_job(seen.cronjob, name, token)
+    await kube.create_job_once(job)
+    log.info("%s/%s: on-demand backup %s started as Job %s", namespace, name, token, job["metadata"]["name"])
+    return ({"lastOnDemandRequest": token, "lastOnDemandJob": job["metadata"]["name"]},
+            [("Normal", "BackupRequested", f"backup-now={token}: started Job {job['metadata']['name']}")])
+
+
 async def label_roles(namespace: str, pods: list[dict[str, Any]]) -> None:
     """Label each pod primary or replica; the read-write and read-only Services select on it."""
     for pod in pods:
@@ -171,13 +198,19 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, h
         done = await converge(name, namespace, spec, seen, previous.get("release"),
                               previous.get("lastOperation"), helm)
     await label_roles(namespace, done.seen.pods)
+    on_demand, backup_events = await backup_on_demand(name, namespace, meta.get("annotations") or {}, previous,
+                                                      done.seen)
+    done.events += backup_events
     status = build_status(
         release=name, namespace=namespace, generation=generation, spec=spec, observation=done.seen,
         applied=done.applied, problem=done.problem, previous=previous, now=now(), operation=done.operation,
-        storage_blocked=done.storage_blocked,
+        storage_blocked=done.storage_blocked, on_demand=on_demand,
     )
     done.events += warnings_for(previous, status)
     return Outcome(status=status, events=done.events, problem=done.problem)
+
+
+ALARMS = {("Degraded", "True"), ("BackupHealthy", "False")}  # condition states worth a Warning
 
 
 def warnings_for(previous: dict[str, Any], status: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -185,7 +218,7 @@ def warnings_for(previous: dict[str, Any], status: dict[str, Any]) -> list[tuple
     before = {c["type"]: c for c in previous.get("conditions") or []}
     warnings = []
     for new in status["conditions"]:
-        alarming = (new["type"] == "Degraded" and new["status"] == "True") or new["reason"] == "ExpansionNotSupported"
+        alarming = (new["type"], new["status"]) in ALARMS or new["reason"] == "ExpansionNotSupported"
         old = before.get(new["type"], {})
         if alarming and (old.get("reason"), old.get("message")) != (new["reason"], new["message"]):
             warnings.append(("Warning", new["reason"], new["message"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from . import api, lifecycle
+from . import api, backups, lifecycle
 from .model import DatabaseSpec
 from .observe import Observation
 
@@ -70,29 +70,6 @@ def endpoints(release: str, namespace: str, port: int = 5432) -> dict[str, str]:
     }
 
 
-def backup_facts(observation: Observation) -> dict[str, Any]:
-    cron_status = (observation.cronjob or {}).get("status") or {}
-    facts = {
-        "lastScheduleTime": cron_status.get("lastScheduleTime"),
-        "lastSuccessfulTime": cron_status.get("lastSuccessfulTime"),
-    }
-    failed = [job for job in observation.jobs if any(
-        c.get("type") == "Failed" and c.get("status") == "True" for c in (job.get("status") or {}).get("conditions") or []
-    )]
-    if failed:
-        last = max(failed, key=lambda job: _failed_at(job))
-        facts["lastFailedTime"] = _failed_at(last)
-        facts["lastFailedJob"] = last["metadata"]["name"]
-    return {key: value for key, value in facts.items() if value}
-
-
-def _failed_at(job: dict[str, Any]) -> str:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Failed":
-            return c.get("lastTransitionTime") or ""
-    return ""
-
-
 def build_status(
     *,
     release: str,
@@ -106,6 +83,7 @@ def build_status(
     now: str,
     operation: dict[str, Any] | None = None,
     storage_blocked: str | None = None,
+    on_demand: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Everything under .status, from facts only; equal inputs give an equal dict (no needless writes)."""
     old_conditions = previous.get("conditions") or []
@@ -171,9 +149,12 @@ def build_status(
         status["primary"] = primary["metadata"]["name"]
     if applied:
         status["release"] = applied
-    backup = backup_facts(observation)
+    backup = {**backups.facts(observation.cronjob, observation.jobs), **(on_demand or {})}
     if backup:
         status["backup"] = backup
+    if spec is not None and spec.backup:
+        healthy, why, said = backups.health(backup)
+        conditions.append(condition(old_conditions, "BackupHealthy", healthy, why, said, now, generation))
     return status
 
 

@@ -15,6 +15,11 @@ def credentials_secret_name(release: str) -> str:
     return f"{release}-credentials"
 
 
+def backups_claim_name(release: str) -> str:
+    """The PersistentVolumeClaim the chart gives a database's backups."""
+    return f"{release}-backups"
+
+
 def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
     """The Helm values for one database. Never holds a password: the chart reads the Secret by name."""
     values: dict[str, Any] = {
@@ -35,6 +40,12 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
             "schedule": spec.backup.schedule,
             "retention": spec.backup.retention,
             "storage": {"size": spec.backup.storage, "storageClassName": spec.storage_class_name},
+        }
+    if spec.restore:
+        values["restore"] = {
+            "enabled": True,
+            "claimName": backups_claim_name(spec.restore.from_database),
+            "backup": spec.restore.backup,
         }
     return values
 

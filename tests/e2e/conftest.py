@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,8 +31,12 @@ class OperatorProcess:
     resync: float = 10.0
     process: subprocess.Popen | None = None
     starts: int = field(default=0)
+    metrics_port: int = 0
+    env: dict[str, str] = field(default_factory=dict)  # extra environment, e.g. MYDB_CHART_DIR
+    args: list[str] = field(default_factory=list)  # extra `run` arguments, e.g. ["-n", NAMESPACE]
 
-    def start(self) -> None:
+    def start(self, wait: bool = True) -> None:
+        """Start the operator; with wait, return once it has loaded its chart (a standby never does)."""
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
@@ -39,17 +44,21 @@ class OperatorProcess:
             "PATH": f"{self.cluster.bin_dir}:{os.environ['PATH']}",
             "HELM_CACHE_HOME": str(self.log_path.parent / "helm-cache"),
             "HELM_CONFIG_HOME": str(self.log_path.parent / "helm-config"),
+            **self.env,
         }
         self.starts += 1
         log = open(self.log_path, "a")
         log.write(f"\n===== operator start #{self.starts} =====\n")
         log.flush()
+        self.metrics_port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mydb_operator.cli", "run", "--health-port", "0", "--resync", str(self.resync)],
+            [sys.executable, "-m", "mydb_operator.cli", "run", "--health-port", "0", "--resync", str(self.resync),
+             "--metrics-port", str(self.metrics_port), *self.args],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
         )
-        wait_for("operator start-up", lambda: "chart " in self.log_since_start() or self.process.poll() is not None,
-                 timeout=60)
+        if wait:
+            wait_for("operator start-up", lambda: "chart " in self.log_since_start()
+                     or self.process.poll() is not None, timeout=60)
         assert self.process.poll() is None, f"the operator exited:\n{self.log_since_start()}"
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -65,9 +74,45 @@ class OperatorProcess:
         self.stop()
         self.start()
 
+    def crash(self) -> list[int]:
+        """SIGKILL the operator and every process it started (its Helm runs), as a container kill would.
+
+        The operator is frozen first so that it cannot start another Helm while
+        its children are collected; returns the pids of the children killed."""
+        if not self.process or self.process.poll() is not None:
+            return []
+        self.process.send_signal(signal.SIGSTOP)
+        children = descendants(self.process.pid)
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.stop(signal.SIGKILL)
+        return children
+
     def log_since_start(self) -> str:
         text = self.log_path.read_text(errors="replace")
         return text.rsplit(f"===== operator start #{self.starts} =====", 1)[-1]
+
+
+def descendants(pid: int) -> list[int]:
+    """The pids of every process below `pid` (children first), read from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        for child in children:
+            found += [child, *descendants(child)]
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def install_crd_and_rbac(cluster) -> Path:

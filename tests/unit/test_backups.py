@@ -1,0 +1,48 @@
+"""On-demand backup requests and backup health, as pure functions."""
+
+from mydb_operator import backups
+
+T1, T2, T3 = "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", "2026-01-01T03:00:00Z"
+CRONJOB = {
+    "metadata": {"name": "db-backup", "namespace": "ns", "uid": "u-1"},
+    "spec": {"jobTemplate": {"metadata": {"labels": {"app.kubernetes.io/instance": "db"}},
+                             "spec": {"backoffLimit": 1, "template": {"spec": {"containers": [{"name": "backup"}]}}}}},
+    "status": {"lastScheduleTime": T1, "lastSuccessfulTime": T1},
+}
+
+
+def job(name, kind=None, at=None):
+    conditions = [{"type": kind, "status": "True", "lastTransitionTime": at}] if kind else []
+    return {"metadata": {"name": name}, "status": {"conditions": conditions}}
+
+
+def test_a_request_is_new_until_recorded_in_status():
+    annotations = {backups.BACKUP_NOW: "now-1"}
+    assert backups.requested(annotations, {}) == "now-1"
+    assert backups.requested(annotations, {"backup": {"lastOnDemandRequest": "now-1"}}) is None
+    assert backups.requested(annotations, {"backup": {"lastOnDemandRequest": "now-0"}}) == "now-1"
+    assert backups.requested({}, {}) is None
+
+
+def test_on_demand_job_copies_the_cronjob_template_and_is_owned_by_it():
+    made = backups.on_demand_job(CRONJOB, "db", "now-1")
+    assert made["metadata"]["name"].startswith("db-backup-") and len(made["metadata"]["name"]) == len("db-backup-") + 8
+    assert made["spec"] == CRONJOB["spec"]["jobTemplate"]["spec"]
+    assert made["metadata"]["labels"]["app.kubernetes.io/instance"] == "db"
+    assert made["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert backups.on_demand_job(CRONJOB, "db", "now-1")["metadata"]["name"] == made["metadata"]["name"]
+    assert backups.on_demand_job(CRONJOB, "db", "now-2")["metadata"]["name"] != made["metadata"]["name"]
+
+
+def test_facts_take_the_newest_of_cronjob_and_jobs():
+    found = backups.facts(CRONJOB, [job("a", "Complete", T2), job("b", "Failed", T3), job("c")])
+    assert found == {"lastScheduleTime": T1, "lastSuccessfulTime": T2, "lastSuccessfulJob": "a",
+                     "lastFailedTime": T3, "lastFailedJob": "b"}
+
+
+def test_health_is_false_only_while_the_last_backup_failed():
+    assert backups.health({})[:2] == (True, "NoBackupYet")
+    assert backups.health({"lastSuccessfulTime": T2})[:2] == (True, "BackupSucceeded")
+    failed = backups.health({"lastSuccessfulTime": T1, "lastFailedTime": T2, "lastFailedJob": "b"})
+    assert failed[:2] == (False, "BackupFailed") and "Job b" in failed[2]
+    assert backups.health({"lastSuccessfulTime": T3, "lastFailedTime": T2, "lastFailedJob": "b"})[0] is True
