@@ -79,10 +79,12 @@ def claims_short_of(claims: list[dict[str, Any]], size: str) -> list[str]:
     return sorted(short)
 
 
-def operation_kind(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
+def operation_kind(before: dict[str, Any] | None, after: dict[str, Any], repair: bool = False) -> str:
     """Name what a new revision does, from the applied spec summaries (see applied_summary)."""
     if not before:
         return "Install"
+    if repair:
+        return "Repair"
     changed = {key for key in after if before.get(key) != after.get(key)}
     for key, kind in (("storage", "Resize"), ("version", "VersionChange"), ("hibernate", "Hibernate"),
                       ("replicas", "Scale")):
@@ -90,7 +92,7 @@ def operation_kind(before: dict[str, Any] | None, after: dict[str, Any]) -> str:
             if kind == "Hibernate" and not after["hibernate"]:
                 return "Wake"
             return kind
-    return "Upgrade" if changed else "Repair"
+    return "Upgrade"  # other values, or the chart itself
 
 
 def applied_summary(spec: DatabaseSpec) -> dict[str, Any]:

@@ -115,7 +115,8 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
         done.problem = Problem("ChangeRefused", refusal)
     values = build_values(name, effective)
     wanted = release_hash(helm.digest, values)
-    if applied and applied.get("appliedHash") == wanted:
+    repair = bool(applied and applied.get("appliedHash") == wanted)
+    if repair:
         why = drift(effective, values, seen, name)
         if why is None:
             return done  # the usual case: nothing to do, no Helm, no writes
@@ -149,7 +150,7 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
         done.problem = Problem("ResizeStalled", str(error))
         return done
     summary = lifecycle.applied_summary(effective)
-    kind = lifecycle.operation_kind((applied or {}).get("spec"), summary)
+    kind = lifecycle.operation_kind((applied or {}).get("spec"), summary, repair)
     done.applied = {"name": result.name, "revision": result.revision, "chart": result.chart,
                     "appliedHash": wanted, "status": result.status, "spec": summary}
     done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}

@@ -172,6 +172,15 @@ def test_backup_disabled_renders_no_backup_objects(render):
     assert "StatefulSet" in {d["kind"] for d in out.docs}
 
 
+def test_backup_volume_access_modes(render):
+    """The backups claim is ReadWriteOnce unless backup.storage.accessModes says
+    otherwise (ReadWriteMany lets a restoring database on another node mount it)."""
+    assert render(seed()).get("PersistentVolumeClaim", f"{RELEASE}-backups")["spec"]["accessModes"] \
+        == ["ReadWriteOnce"]
+    out = render(seed(backup={"storage": {"size": "10Gi", "accessModes": ["ReadWriteMany"]}}))
+    assert out.get("PersistentVolumeClaim", f"{RELEASE}-backups")["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
 def test_storage_class_only_when_set(render):
     """storageClassName is omitted for "" (cluster default) and rendered when set,
     for both the data claims and the backups claim."""
@@ -237,6 +246,16 @@ def test_credentials_only_by_secret_reference(seeded, helm):
         ({"postgresql": {"port": 5432, "parameters": {"bad key": "x"}}},
          "/postgresql/parameters"),
         ({"podLabels": {"bad key!": "x"}}, "/podLabels"),
+        ({"backup": {"storage": {"size": "1Gi", "accessModes": ["ReadWriteSometimes"]}}},
+         "/backup/storage/accessModes"),
+        ({"backup": {"storage": {"size": "1Gi", "accessModes": []}}}, "/backup/storage/accessModes"),
+        ({"restore": {"enabled": True, "claimName": "a-backups", "bogus": 1}}, "bogus"),
+        ({"restore": {"enabled": "yes", "claimName": "a-backups"}}, "/restore/enabled"),
+        ({"restore": {"enabled": True, "claimName": "A_Backups"}}, "/restore/claimName"),
+        ({"restore": {"enabled": True, "claimName": "a-backups", "backup": "../x.dump"}},
+         "/restore/backup"),
+        ({"restore": {"enabled": True, "claimName": "a-backups", "backup": "newest"}},
+         "/restore/backup"),
     ],
 )
 def test_schema_rejects_bad_values(helm, changes, field):
@@ -465,3 +484,59 @@ def test_prune_rejects_bad_retention(scripts_dir, tmp_path):
     res = _prune(scripts_dir, backups, "7days", datetime.now(timezone.utc))
     assert res.returncode != 0
     assert len(list(backups.iterdir())) == 2
+
+
+# --- restore from another database's backups ---------------------------------
+
+RESTORE = {"enabled": True, "claimName": "source-db-backups"}
+
+
+def sts_pod(rendered) -> dict:
+    return rendered.get("StatefulSet", RELEASE)["spec"]["template"]["spec"]
+
+
+def test_restore_disabled_adds_nothing(seeded):
+    """By default (restore.enabled false) the database pods mount no other claim and
+    get no RESTORE_* variables; the startup probe allows one hour."""
+    pod = sts_pod(seeded)
+    assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    pg = container(pod, "postgres")
+    assert "/restore" not in {m["mountPath"] for m in pg["volumeMounts"]}
+    assert not [n for n in env_of(pg) if n.startswith("RESTORE")]
+    assert pg["startupProbe"]["failureThreshold"] * pg["startupProbe"]["periodSeconds"] == 3600
+
+
+def test_restore_mounts_the_source_claim_read_only(render, seeded):
+    """restore.enabled mounts restore.claimName (read-only, in the volume source and
+    the mount) at /restore in the database pods, with RESTORE_FROM = restore.backup
+    (default latest) and RESTORE_DIR = /restore; the startup probe then allows 24
+    hours, as a first boot includes the restore. No object is added (the claim is
+    the source's) and the backup CronJob does not mount it."""
+    out = render(seed(restore=RESTORE))
+    pod = sts_pod(out)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["restore-source"] == {
+        "name": "restore-source",
+        "persistentVolumeClaim": {"claimName": "source-db-backups", "readOnly": True},
+    }
+    pg = container(pod, "postgres")
+    [mount] = [m for m in pg["volumeMounts"] if m["name"] == "restore-source"]
+    assert mount == {"name": "restore-source", "mountPath": "/restore", "readOnly": True}
+    env = env_of(pg)
+    assert env["RESTORE_FROM"] == {"name": "RESTORE_FROM", "value": "latest"}
+    assert env["RESTORE_DIR"] == {"name": "RESTORE_DIR", "value": "/restore"}
+    assert pg["startupProbe"]["failureThreshold"] * pg["startupProbe"]["periodSeconds"] == 86400
+
+    assert sorted(out.by_key) == sorted(seeded.by_key)
+    backup_pod = cronjob_pod(out)["spec"]
+    assert "restore-source" not in {v["name"] for v in backup_pod["volumes"]}
+
+    named = render(seed(restore={**RESTORE, "backup": "20260101T020000Z.dump"}))
+    assert env_of(container(sts_pod(named), "postgres"))["RESTORE_FROM"]["value"] == "20260101T020000Z.dump"
+
+
+def test_restore_without_claim_name_fails_clearly(helm):
+    """restore.enabled without restore.claimName fails rendering and says what is missing."""
+    res = helm("template", RELEASE, str(CHART), values=seed(restore={"enabled": True}))
+    assert res.returncode != 0
+    assert "restore.claimName is required" in res.stderr, res.stderr

@@ -1,7 +1,9 @@
 """Plays Kubernetes for the chart's scripts, on the machine's real PostgreSQL.
 
 Nothing here is a copy of a script, a command or an environment variable
-name: everything comes from `mydb-operator render`. The script files are the
+name: everything comes from `mydb-operator render` (or, for chart values the
+operator does not set yet, `mydb-operator values` piped into `helm template`
+of the same chart with `--set` on top). The script files are the
 rendered ConfigMap's data; each process runs the rendered container command
 with the rendered container env, where only what Kubernetes would supply is
 filled in, and only what differs on one machine is moved:
@@ -12,7 +14,9 @@ filled in, and only what differs on one machine is moved:
                            (127.0.0.1 for ordinal 0, 127.0.0.2 for 1), so all
                            pods keep the same port, as in the cluster
 - the PostgreSQL port   -> one free loopback port
-- volume mount paths    -> directories under a temporary root
+- volume mount paths    -> directories under a temporary root (a claim that is
+                           not the pod's own, such as another database's
+                           backups, is a directory the test names)
 
 Database pods get two settings the entrypoint documents for use outside
 Kubernetes, because one machine has one network namespace and one /var/run:
@@ -105,6 +109,26 @@ def render(helm: str, database: dict, workdir: Path) -> Rendered:
     return Rendered(result.stdout)
 
 
+def render_with(helm: str, database: dict, workdir: Path, *helm_args: str) -> Rendered:
+    """`mydb-operator values -f <database>` piped into `helm template NAME charts/mydatabase
+    -f - --namespace ns HELM_ARGS...`: the operator's values with chart values it does
+    not pass yet (e.g. --set restore.enabled=true) on top."""
+    path = workdir / f"{database['metadata']['name']}-{secrets.token_hex(4)}.yaml"
+    path.write_text(yaml.safe_dump(database))
+    values = subprocess.run(
+        [sys.executable, "-m", "mydb_operator.cli", "values", "-f", str(path)],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert values.returncode == 0, f"mydb-operator values failed:\n{values.stderr}"
+    result = subprocess.run(
+        [helm, "template", database["metadata"]["name"], str(REPO / "charts" / "mydatabase"),
+         "--namespace", NAMESPACE, "-f", "-", *helm_args],
+        input=values.stdout, capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
+    return Rendered(result.stdout)
+
+
 # --- the machine ------------------------------------------------------------
 
 def free_port(addresses: tuple[str, ...]) -> int:
@@ -164,6 +188,12 @@ class Machine:
             return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=cwd or self.root,
                                     start_new_session=True, **self._as_user())
+
+    def sibling(self, name: str) -> "Machine":
+        """Another database on this machine: same binaries and OS user, its own root
+        (under this one), port and credentials Secret."""
+        return Machine(pg_bin=self.pg_bin, root=self.mkdir(self.root / name), user=self.user,
+                       port=free_port(("127.0.0.1", "127.0.0.2")))
 
     def psql(self, host: str, sql: str, db: str = "postgres") -> subprocess.CompletedProcess:
         """Runs SQL over TCP as the chart's superuser (unaligned tuples out)."""
@@ -236,6 +266,7 @@ class Container:
         data = rendered.get("ConfigMap", source["name"])["data"]
         self.machine.mkdir(target)
         for key, text in data.items():
+            (target / key).unlink(missing_ok=True)   # a pod recreated on the same home
             (target / key).write_text(text)
             os.chmod(target / key, source.get("defaultMode", 0o644))
         return target
@@ -278,9 +309,12 @@ class Container:
 
 
 class DatabasePod:
-    """A StatefulSet pod: entrypoint.sh in the foreground, as the container's PID 1."""
+    """A StatefulSet pod: entrypoint.sh in the foreground, as the container's PID 1.
+    volume_dirs: pod volumes (by name) that are existing directories, e.g. a claim
+    of another database; every other mount gets a directory of the pod's own."""
 
-    def __init__(self, machine: Machine, rendered: Rendered, ordinal: int):
+    def __init__(self, machine: Machine, rendered: Rendered, ordinal: int,
+                 volume_dirs: dict[str, Path] | None = None):
         sts = rendered.one("StatefulSet")
         self.name = f"{sts['metadata']['name']}-{ordinal}"
         self.ip = f"127.0.0.{ordinal + 1}"
@@ -288,7 +322,7 @@ class DatabasePod:
         self.home = machine.mkdir(machine.root / self.name)
         self.container = Container(machine, rendered, sts["spec"]["template"]["spec"], "postgres",
                                    pod_name=self.name, pod_ip=self.ip, home=self.home,
-                                   volume_dirs={})
+                                   volume_dirs=volume_dirs or {})
         env = self.container.env
         entrypoint = (self.container.scripts / "entrypoint.sh").read_text()
         socket_default = re.search(r'SOCKET_DIR="\$\{SOCKET_DIR:-([^}]+)\}"', entrypoint).group(1)
@@ -312,6 +346,35 @@ class DatabasePod:
 
         wait_for(f"{self.name} to pass its startup probe ({' '.join(probe)})", ready, timeout)
         return self
+
+    def start_expecting_exit(self, timeout: float = 60) -> tuple[int, bool]:
+        """Starts the container and waits for it to exit by itself, probing it all
+        along: (exit code, whether the startup probe ever passed)."""
+        self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
+        probe = self.container.probe()
+        served = False
+
+        def exited() -> bool:
+            nonlocal served
+            served = served or self.machine.run(probe, {"PATH": self.machine.path}).returncode == 0
+            return self.proc.poll() is not None
+
+        wait_for(f"{self.name} to exit", exited, timeout)
+        return self.proc.returncode, served
+
+    def leftovers(self) -> list[str]:
+        """Command lines of live processes that name a path of this pod (a server
+        pg_ctl started is in a session of its own, so the process group is not enough)."""
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                argv = cmdline.read_bytes().split(b"\0")
+            except OSError:     # gone meanwhile
+                continue
+            text = " ".join(a.decode(errors="replace") for a in argv if a)
+            if str(self.home) in text:
+                found.append(text)
+        return found
 
     def logs(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -59,7 +59,8 @@ def test_operation_names():
     assert lifecycle.operation_kind(base, {**base, "hibernate": True}) == "Hibernate"
     assert lifecycle.operation_kind({**base, "hibernate": True}, base) == "Wake"
     assert lifecycle.operation_kind(base, {**base, "backup": True}) == "Upgrade"
-    assert lifecycle.operation_kind(base, base) == "Repair"
+    assert lifecycle.operation_kind(base, base) == "Upgrade"  # the chart or other values changed
+    assert lifecycle.operation_kind(base, base, repair=True) == "Repair"
 
 
 def test_pending_restart_lists_pods_on_an_old_revision():

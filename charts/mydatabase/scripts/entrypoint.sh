@@ -9,7 +9,10 @@
 #                      (default: this script's directory)
 #   SOCKET_DIR         unix socket directory (default /var/run/postgresql)
 #   LISTEN_ADDRESSES   default '*'
-# plus what primary-init.sh / replica-bootstrap.sh need.
+# plus what primary-init.sh / replica-bootstrap.sh need. RESTORE_FROM and
+# RESTORE_DIR matter to the primary's first boot only (primary-init.sh restores
+# the dump before this script starts the server); replicas ignore them and
+# clone the primary, restored data included.
 set -eu
 
 : "${POD_NAME:?POD_NAME is required}"
@@ -31,6 +34,9 @@ if [ "$ordinal" -eq 0 ]; then
   sh "$SCRIPTS_DIR/primary-init.sh"
 else
   echo "entrypoint: $POD_NAME is a replica"
+  if [ -n "${RESTORE_FROM:-}" ]; then
+    echo "entrypoint: RESTORE_FROM is for the primary only; cloning it instead"
+  fi
   sh "$SCRIPTS_DIR/replica-bootstrap.sh"
 fi
 

@@ -1,11 +1,24 @@
 #!/bin/sh
 # Creates the primary's cluster once: initdb, superuser password, replication
-# role, pg_hba rules. Does nothing when PGDATA already holds a cluster, so it is
-# safe on every start.
+# role, pg_hba rules and, with RESTORE_FROM, the data of another database's
+# dump. Does nothing when PGDATA already holds a cluster, so it is safe on
+# every start.
 #
 #   PGDATA, PGPORT (default 5432)
 #   POSTGRES_USER (default postgres), POSTGRES_PASSWORD
 #   REPLICATION_USER, REPLICATION_PASSWORD
+#   RESTORE_FROM   optional: restore this dump (restore.sh: "latest", a file
+#                  name in RESTORE_DIR, or a path) into the new cluster
+#   RESTORE_DIR    the other database's backups
+#   SCRIPTS_DIR    where restore.sh is (default: this script's directory)
+#
+# Restore on first boot, and only then: the dump goes into the cluster while
+# it is still being built in a side directory, served by a private server that
+# listens on no TCP address, so no client ever sees a half-restored database.
+# Only a successful restore writes the marker PGDATA/.restored-from (the dump's
+# name) and renames the directory into place, both at once. A failure exits
+# non-zero (the pod crash-loops, visibly) and leaves PGDATA untouched, so the
+# next start throws the side directory away and tries again from initdb.
 set -eu
 
 : "${PGDATA:?PGDATA is required}"
@@ -14,9 +27,20 @@ set -eu
 : "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}"
 POSTGRES_USER="${POSTGRES_USER:-postgres}"
 PGPORT="${PGPORT:-5432}"
+SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
+RESTORE_FROM="${RESTORE_FROM:-}"
+marker=.restored-from
 
 if [ -s "$PGDATA/PG_VERSION" ]; then
   echo "primary-init: $PGDATA already initialised"
+  # An existing database is never overwritten by a restore.
+  if [ -n "$RESTORE_FROM" ]; then
+    if [ -f "$PGDATA/$marker" ]; then
+      echo "primary-init: restored from $(head -n 1 "$PGDATA/$marker") on first boot; not restoring again"
+    else
+      echo "primary-init: RESTORE_FROM=$RESTORE_FROM ignored: this cluster was not created by a restore" >&2
+    fi
+  fi
   exit 0
 fi
 # Never delete what we did not create: a non-empty PGDATA without PG_VERSION
@@ -62,7 +86,26 @@ PGPASSWORD="$POSTGRES_PASSWORD" psql -h "$work" -p "$PGPORT" -U "$POSTGRES_USER"
 CREATE ROLE :"repl_user" WITH REPLICATION LOGIN PASSWORD :'repl_password';
 SQL
 
+if [ -n "$RESTORE_FROM" ]; then
+  # Checksum first, then one pg_restore transaction into the postgres
+  # database, through the private socket. restore.sh writes the marker into
+  # the side directory only after pg_restore succeeded.
+  echo "primary-init: restoring $RESTORE_FROM from ${RESTORE_DIR:-(no RESTORE_DIR)} before serving"
+  RESTORE_MARKER="$new/$marker" BACKUP_DIR="${RESTORE_DIR:-}" \
+    PGHOST="$work" PGUSER="$POSTGRES_USER" PGPASSWORD="$POSTGRES_PASSWORD" PGDATABASE=postgres \
+    sh "$SCRIPTS_DIR/restore.sh" || {
+      echo "primary-init: restore of $RESTORE_FROM failed; $PGDATA stays empty and the next start tries again" >&2
+      pg_ctl -D "$new" -m immediate -w stop >/dev/null 2>&1 || true
+      rm -rf "$new"
+      exit 1
+    }
+fi
+
 pg_ctl -D "$new" -m fast -w stop
 rm -rf "$PGDATA"   # empty (checked above) or absent
 mv "$new" "$PGDATA"
-echo "primary-init: initialised $PGDATA"
+if [ -n "$RESTORE_FROM" ]; then
+  echo "primary-init: initialised $PGDATA from $(head -n 1 "$PGDATA/$marker")"
+else
+  echo "primary-init: initialised $PGDATA"
+fi

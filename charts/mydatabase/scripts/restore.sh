@@ -9,6 +9,8 @@
 #   BACKUP_DIR     where backup.sh writes (for "latest" and bare file names)
 #   PGHOST, PGPORT, PGUSER, PGPASSWORD   the target server (libpq reads them)
 #   PGDATABASE     the target database (default postgres)
+#   RESTORE_MARKER optional file; after a successful restore it gets the dump's
+#                  file name (line 1) and its sha256 (line 2)
 set -eu
 
 : "${RESTORE_FROM:?RESTORE_FROM is required (a dump path, a name in BACKUP_DIR, or latest)}"
@@ -47,4 +49,7 @@ fi
 
 echo "restore: $dump into $PGDATABASE on $PGHOST"
 pg_restore --exit-on-error --single-transaction -d "$PGDATABASE" "$dump"
+if [ -n "${RESTORE_MARKER:-}" ]; then
+  printf '%s\nsha256 %s\n' "${dump##*/}" "$have" > "$RESTORE_MARKER"
+fi
 echo "restore: done"

@@ -69,6 +69,13 @@ helm.sh/chart: {{ include "mydatabase.chart" .ctx }}
 {{- required "credentials.secretName is required: the name of an existing Secret with keys username, password, replication-username and replication-password (the operator creates it; the chart never does)" .Values.credentials.secretName -}}
 {{- end -}}
 
+{{/*
+The PVC to restore from (restore.enabled only); rendering fails without it.
+*/}}
+{{- define "mydatabase.restoreClaim" -}}
+{{- required "restore.claimName is required when restore.enabled is true: the source database's backups PersistentVolumeClaim in the same namespace (e.g. <source>-backups)" .Values.restore.claimName -}}
+{{- end -}}
+
 {{/* DNS name of the primary (ordinal 0) through the headless Service. */}}
 {{- define "mydatabase.primaryHost" -}}
 {{- $fullname := include "mydatabase.fullname" . -}}
