@@ -11,11 +11,12 @@ from typing import Any
 
 import yaml
 
-from . import api, logs
+from . import api, chartcheck, logs
 from .config import CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
-from .values import build_values
+from .platform import Platform, PlatformError, load_platform
+from .reconcile import database_values
 
 
 def load_database(path: str) -> dict[str, Any]:
@@ -28,27 +29,52 @@ def load_database(path: str) -> dict[str, Any]:
     return databases[0]
 
 
-def values_for(database: dict[str, Any]) -> dict[str, Any]:
+def platform() -> Platform:
     try:
-        return build_values(database["metadata"]["name"], parse_spec(database.get("spec") or {}))
-    except SpecError as error:
+        return load_platform(CONFIG.platform_config)
+    except PlatformError as error:
+        raise SystemExit(f"mydb-operator: platform config: {error}") from None
+
+
+def make_helm(loaded: Platform) -> Helm:
+    try:
+        return Helm(CONFIG.chart_dir, executable=CONFIG.helm, platform_config=CONFIG.platform_config,
+                    post_render=bool(loaded.object_patches))
+    except HelmError as error:
+        raise SystemExit(f"mydb-operator: {error}") from None
+
+
+def values_for(database: dict[str, Any], loaded: Platform) -> dict[str, Any]:
+    try:
+        return database_values(database["metadata"]["name"], parse_spec(database.get("spec") or {}), loaded)
+    except (SpecError, PlatformError) as error:
         raise SystemExit(f"invalid {api.KIND}: {error}") from None
 
 
 def cmd_values(args: argparse.Namespace) -> None:
-    yaml.safe_dump(values_for(load_database(args.file)), sys.stdout, sort_keys=True)
+    yaml.safe_dump(values_for(load_database(args.file), platform()), sys.stdout, sort_keys=True)
 
 
 def cmd_render(args: argparse.Namespace) -> None:
+    """The manifests the operator would apply: same values, same chart, same object patches."""
     database = load_database(args.file)
-    values = values_for(database)
+    loaded = platform()
+    values = values_for(database, loaded)
     namespace = args.namespace or database["metadata"].get("namespace") or "default"
     try:
-        helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm)
-        objects = asyncio.run(helm.template(database["metadata"]["name"], namespace, values))
+        objects = asyncio.run(make_helm(loaded).template(database["metadata"]["name"], namespace, values))
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)
+
+
+def preflight() -> None:
+    """Fail fast and plainly, before kopf starts: helm, chart and platform config must work together."""
+    loaded = platform()
+    problems = asyncio.run(chartcheck.incompatibilities(make_helm(loaded), loaded))
+    if problems:
+        raise SystemExit("mydb-operator: the chart " + str(CONFIG.chart_dir) + " does not fit the operator:\n  "
+                         + "\n  ".join(problems))
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -56,10 +82,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     from . import handlers  # noqa: F401  (registers the handlers)
 
-    try:  # fail fast and plainly on a missing helm or chart, before kopf starts
-        Helm(CONFIG.chart_dir, executable=CONFIG.helm)
-    except HelmError as error:
-        raise SystemExit(f"mydb-operator: {error}") from None
+    preflight()
     CONFIG.namespaces = args.namespace or []
     if args.resync is not None:
         CONFIG.resync_seconds = args.resync
@@ -96,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="mydb-operator", description=__doc__)
     parser.add_argument("--chart", help="chart directory (default: the bundled chart, or MYDB_CHART_DIR)")
     parser.add_argument("--helm", help="helm executable (default: helm on PATH, or MYDB_HELM)")
+    parser.add_argument("--platform-config", help="platform defaults and patches, YAML (or MYDB_PLATFORM_CONFIG)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the operator")
@@ -127,6 +151,8 @@ def main(argv: list[str] | None = None) -> None:
         CONFIG.chart_dir = Path(args.chart)
     if args.helm:
         CONFIG.helm = args.helm
+    if args.platform_config:
+        CONFIG.platform_config = Path(args.platform_config)
     args.func(args)
 
 

@@ -20,12 +20,13 @@ from . import api, backups, kube, metrics
 from .config import CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
-from .reconcile import reconcile, status_patch
+from .platform import load_platform
+from .reconcile import Runtime, reconcile, status_patch
 from .status import DELETING
 from .values import credentials_secret_name
 
 log = logging.getLogger(__name__)
-HELM: Helm | None = None
+RUNTIME: Runtime | None = None
 POKES: dict[tuple[str, str], asyncio.Event] = {}
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
 DEBOUNCE = 0.2  # let a burst of pod events settle into one reconcile
@@ -39,7 +40,7 @@ def poke(namespace: str | None, name: str | None) -> None:
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    global HELM
+    global RUNTIME
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
@@ -55,11 +56,14 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # copy of every log line: that would be an API write per watched pod event.
     settings.posting.loggers = False
     settings.peering.standalone = True
-    HELM = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
-                max_parallel=CONFIG.helm_parallel)
+    platform = load_platform(CONFIG.platform_config)  # checked by the CLI before kopf starts
+    helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
+                max_parallel=CONFIG.helm_parallel, platform_config=CONFIG.platform_config,
+                post_render=bool(platform.object_patches))
+    RUNTIME = Runtime(helm=helm, platform=platform)
     metrics.serve(CONFIG.metrics_port)
-    log.info("chart %s (digest %s), helm %s, metrics on :%s", CONFIG.chart_dir, HELM.digest,
-             HELM.client.version, CONFIG.metrics_port or "off")
+    log.info("chart %s (digest %s), helm %s, platform config %s, metrics on :%s", CONFIG.chart_dir, helm.digest,
+             helm.client.version, CONFIG.platform_config or "none", CONFIG.metrics_port or "off")
 
 
 @kopf.daemon(api.GROUP, api.VERSION, api.PLURAL, cancellation_timeout=10.0)
@@ -77,7 +81,7 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
             delay = CONFIG.resync_seconds
             started = time.perf_counter()
             try:
-                outcome = await reconcile(snapshot, known_status, HELM)
+                outcome = await reconcile(snapshot, known_status, RUNTIME)
                 previous = known_status if known_status is not None else snapshot["status"]
                 patch = status_patch(previous, outcome.status)
                 if patch is not None:
@@ -159,7 +163,7 @@ async def delete_database(body: kopf.Body, spec: kopf.Spec, name: str, namespace
         policy, own_secret = api.DELETION_RETAIN, False  # when in doubt, keep the data
     await kube.patch_status(namespace, name, {"phase": DELETING, "ready": False})
     try:
-        await HELM.uninstall(name, namespace)
+        await RUNTIME.helm.uninstall(name, namespace)
     except HelmError as error:
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     if policy == api.DELETION_DELETE:

@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pyhelm3
 from pyhelm3 import errors as helm_errors
 
+from . import postrender
 from .metrics import helm_timer
 
 log = logging.getLogger(__name__)
@@ -25,11 +27,13 @@ HELM_DRIVER = "configmap"
 PENDING_OPERATION = "another operation (install/upgrade/rollback) is in progress"
 
 
-def chart_digest(chart_dir: Path) -> str:
-    """A digest of every file in the chart, so that a changed chart counts as a change."""
+def chart_digest(chart_dir: Path, object_patches: Path | None = None) -> str:
+    """A digest of every file in the chart (and of the object patches), so that a change counts."""
     digest = hashlib.sha256()
     for path in sorted(p for p in chart_dir.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(chart_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    if object_patches is not None:
+        digest.update(b"object-patches\0" + Path(object_patches).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -51,19 +55,51 @@ def _helm_message(error: helm_errors.Error) -> str:
     return (lines[-1] if lines else str(error)).removeprefix("Error: ")
 
 
+class PostRenderingCommand(pyhelm3.Command):
+    """pyhelm3's Command, plus Helm's --post-renderer on the commands that render (pyhelm3 has no option yet)."""
+
+    def __init__(self, *, post_renderer: tuple[str, str] | None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._post_renderer = post_renderer
+
+    async def run(self, command: list[str], input: bytes | None = None) -> bytes:
+        if not (self._post_renderer and command and command[0] in ("upgrade", "template")):
+            return await super().run(command, input)
+        name, config = self._post_renderer
+        with tempfile.TemporaryDirectory(prefix="mydb-postrender-") as scratch:
+            reason = Path(scratch) / "error"
+            try:
+                return await super().run([*command, "--post-renderer", name, "--post-renderer-args", config,
+                                          "--post-renderer-args", str(reason)], input)
+            except helm_errors.Error:
+                # Helm reports only "plugin exited with error"; the plugin left the reason here.
+                if reason.exists():
+                    raise HelmError(f"platform objectPatches: {reason.read_text()}") from None
+                raise
+
+
 class Helm:
     def __init__(self, chart_dir: Path, *, executable: str = "helm", history_max: int = 5,
-                 timeout: str = "2m", max_parallel: int = 4):
+                 timeout: str = "2m", max_parallel: int = 4, platform_config: Path | None = None,
+                 post_render: bool = False):
         os.environ.setdefault("HELM_DRIVER", HELM_DRIVER)
         if not shutil.which(executable):
             raise HelmError(f"no helm executable {executable!r} (set MYDB_HELM or --helm)")
         if not (chart_dir / "Chart.yaml").is_file():
             raise HelmError(f"no chart at {chart_dir} (set MYDB_CHART_DIR or --chart)")
         self.chart_dir = chart_dir
-        self.digest = chart_digest(chart_dir)
-        self.client = pyhelm3.Client(
-            executable=executable, history_max_revisions=history_max, default_timeout=timeout
-        )
+        post_renderer = None
+        if post_render and platform_config is not None:
+            # Helm 4 post-renderers are plugins: a private plugin folder holds ours.
+            plugins = Path(tempfile.mkdtemp(prefix="mydb-helm-plugins-"))
+            postrender.write_plugin(plugins)
+            os.environ["HELM_PLUGINS"] = str(plugins)
+            post_renderer = (postrender.PLUGIN_NAME, str(Path(platform_config).resolve()))
+        # A changed chart or platform config changes the hash of every release: Helm runs again.
+        self.digest = chart_digest(chart_dir, platform_config if post_render else None)
+        command = PostRenderingCommand(post_renderer=post_renderer, executable=executable,
+                                       history_max_revisions=history_max, default_timeout=timeout)
+        self.client = pyhelm3.Client(command=command, executable=executable)
         self._chart: pyhelm3.Chart | None = None
         # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
         # queue instead of starving the API server on a small machine.

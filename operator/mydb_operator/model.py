@@ -45,6 +45,11 @@ class DatabaseSpec:
     postgresql_parameters: Mapping[str, str] = field(default_factory=dict)
     existing_secret: str = ""  # a Secret the user made; empty: the operator creates one
     restore: Restore | None = None
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def major(self) -> int:
@@ -76,6 +81,11 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
             from_database=spec["restore"]["fromDatabase"],
             backup=spec["restore"].get("backup") or "latest",
         ) if spec.get("restore") else None,
+        pod_labels=dict(spec.get("podLabels") or {}),
+        pod_annotations=dict(spec.get("podAnnotations") or {}),
+        node_selector=dict((spec.get("scheduling") or {}).get("nodeSelector") or {}),
+        tolerations=tuple((spec.get("scheduling") or {}).get("tolerations") or ()),
+        affinity=dict((spec.get("scheduling") or {}).get("affinity") or {}),
     )
     validate(parsed)
     return parsed

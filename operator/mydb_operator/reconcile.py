@@ -14,9 +14,28 @@ from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
 from .observe import Observation, observe
 from .status import Problem, build_status, role_of
+from .platform import Platform, PlatformError, apply_values, denied
 from .values import backups_claim_name, build_values, release_hash
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What every reconcile shares: the Helm runner and the platform's customization."""
+    helm: Helm
+    platform: Platform = field(default_factory=Platform)
+
+
+def database_values(name: str, spec: DatabaseSpec, platform: Platform) -> dict[str, Any]:
+    """The values Helm gets for a database: the spec's over the platform's, then the platform's patches.
+
+    The one place values are made, for the operator and for `render`/`values` alike."""
+    refused = denied(platform, spec.postgresql_parameters)
+    if refused:
+        raise SpecError("postgresql.parameters", f"{', '.join(refused)} cannot be set here: the operator "
+                        "manages them, or they trade durability away")
+    return apply_values(platform, build_values(name, spec))
 
 
 @dataclass
@@ -106,14 +125,22 @@ class Converged:
 
 
 async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observation,
-                   applied: dict[str, Any] | None, operation: dict[str, Any] | None, helm: Helm) -> Converged:
+                   applied: dict[str, Any] | None, operation: dict[str, Any] | None, runtime: Runtime) -> Converged:
     """Run Helm if the values changed or a child drifted; grow storage first when asked."""
+    helm = runtime.helm
     done = Converged(seen=seen, applied=applied, operation=operation)
     effective, storage, refusal = await plan_changes(spec, seen)
     done.storage_blocked = storage.refusal
     if refusal:
         done.problem = Problem("ChangeRefused", refusal)
-    values = build_values(name, effective)
+    try:
+        values = database_values(name, effective, runtime.platform)
+    except SpecError as error:
+        done.problem = Problem("InvalidSpec", str(error))
+        return done
+    except PlatformError as error:
+        done.problem = Problem("PlatformPatchFailed", str(error))
+        return done
     wanted = release_hash(helm.digest, values)
     repair = bool(applied and applied.get("appliedHash") == wanted)
     if repair:
@@ -185,7 +212,7 @@ async def label_roles(namespace: str, pods: list[dict[str, Any]]) -> None:
             await kube.label_pod(namespace, pod["metadata"]["name"], api.ROLE_LABEL, role)
 
 
-async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, helm: Helm) -> Outcome:
+async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
     meta = body["metadata"]
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
@@ -197,7 +224,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, h
                                      problem=Problem("InvalidSpec", str(error)))
     else:
         done = await converge(name, namespace, spec, seen, previous.get("release"),
-                              previous.get("lastOperation"), helm)
+                              previous.get("lastOperation"), runtime)
     await label_roles(namespace, done.seen.pods)
     on_demand, backup_events = await backup_on_demand(name, namespace, meta.get("annotations") or {}, previous,
                                                       done.seen)

@@ -21,17 +21,29 @@ def backups_claim_name(release: str) -> str:
 
 
 def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
-    """The Helm values for one database. Never holds a password: the chart reads the Secret by name."""
+    """The Helm values for one database. Never holds a password: the chart reads the Secret by name.
+
+    Only what the spec says goes in, so platform defaults (platform.py) show
+    through wherever the MyDatabase is silent."""
     values: dict[str, Any] = {
         "replicas": 0 if spec.hibernate else spec.replicas,
         "image": {"tag": spec.version},
-        "storage": {"size": spec.storage, "storageClassName": spec.storage_class_name},
+        "storage": {"size": spec.storage},
         "credentials": {"secretName": spec.existing_secret or credentials_secret_name(release)},
         "roleLabel": api.ROLE_LABEL,
         "backup": {"enabled": False},
     }
-    if spec.resources:
-        values["resources"] = dict(spec.resources)
+    if spec.storage_class_name:
+        values["storage"]["storageClassName"] = spec.storage_class_name
+    optional = {
+        "resources": spec.resources,
+        "podLabels": spec.pod_labels,
+        "podAnnotations": spec.pod_annotations,
+        "nodeSelector": spec.node_selector,
+        "tolerations": list(spec.tolerations),
+        "affinity": spec.affinity,
+    }
+    values.update({key: value for key, value in optional.items() if value})
     if spec.postgresql_parameters:
         values["postgresql"] = {"parameters": dict(spec.postgresql_parameters)}
     if spec.backup:
@@ -39,8 +51,10 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
             "enabled": True,
             "schedule": spec.backup.schedule,
             "retention": spec.backup.retention,
-            "storage": {"size": spec.backup.storage, "storageClassName": spec.storage_class_name},
+            "storage": {"size": spec.backup.storage},
         }
+        if spec.storage_class_name:
+            values["backup"]["storage"]["storageClassName"] = spec.storage_class_name
     if spec.restore:
         values["restore"] = {
             "enabled": True,

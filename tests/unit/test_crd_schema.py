@@ -229,8 +229,9 @@ def _preserve_unknown_paths(schema: dict, path: str):
             yield from _preserve_unknown_paths(schema[key], f"{path}.{key}")
 
 
-def test_unknown_fields_are_kept_only_under_status_kopf(root_schema):
-    assert list(_preserve_unknown_paths(root_schema, "")) == [".status.kopf"]
+def test_unknown_fields_are_kept_only_where_meant(root_schema):
+    """Only kopf's own status and the pass-through core/v1 Affinity keep fields the schema does not list."""
+    assert sorted(_preserve_unknown_paths(root_schema, "")) == [".spec.scheduling.affinity", ".status.kopf"]
 
 
 def test_conditions_are_a_map_list_keyed_by_type(root_schema):

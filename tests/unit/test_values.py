@@ -11,7 +11,7 @@ def test_seed_values():
     values = build_values("production-db", parse_spec(SEED))
     assert values["replicas"] == 3
     assert values["image"] == {"tag": "15.2"}
-    assert values["storage"] == {"size": "100Gi", "storageClassName": ""}
+    assert values["storage"] == {"size": "100Gi"}  # no class: the platform default or the cluster default
     assert values["credentials"] == {"secretName": "production-db-credentials"}
     assert values["backup"]["enabled"] is True
     assert values["backup"]["schedule"] == "0 2 * * *"

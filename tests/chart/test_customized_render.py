@@ -1,0 +1,96 @@
+"""`mydb-operator render` with a platform config: the same overlays and object patches the operator applies,
+and the start-up check that refuses a chart the operator cannot drive. No cluster needed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "mydatabase"
+
+SEED = REPO / "examples" / "production-db.yaml"
+PLATFORM = {
+    "values": {"image": {"registry": "mirror.example.com"}, "nodeSelector": {"pool": "databases"}},
+    "objectPatches": [
+        {"target": {"kind": "StatefulSet", "name": "*"},
+         "patch": [{"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "databases"}]},
+        {"target": {"kind": "Service", "name": "*-ro"},
+         "patch": [{"op": "add", "path": "/metadata/annotations", "value": {"lb": "internal"}}]},
+    ],
+}
+
+
+def cli(helm_bin, *args, platform=None, tmp_path=None):
+    command = [sys.executable, "-m", "mydb_operator.cli", "--helm", helm_bin]
+    if platform is not None:
+        path = tmp_path / "platform.yaml"
+        path.write_text(yaml.safe_dump(platform))
+        command += ["--platform-config", str(path)]
+    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def by_kind_name(text):
+    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(text) if d}
+
+
+def test_render_applies_platform_values_and_object_patches(helm_bin, tmp_path):
+    """Defaults reach the pods; object patches reach exactly the objects they target."""
+    result = cli(helm_bin, "render", "-f", str(SEED), platform=PLATFORM, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    objects = by_kind_name(result.stdout)
+    pod = objects[("StatefulSet", "production-db")]["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "databases"
+    assert pod["nodeSelector"] == {"pool": "databases"}
+    assert pod["containers"][0]["image"] == "mirror.example.com/library/postgres:15.2"
+    assert objects[("Service", "production-db-ro")]["metadata"]["annotations"] == {"lb": "internal"}
+    assert "annotations" not in objects[("Service", "production-db")]["metadata"]
+
+
+def test_a_patch_that_does_not_apply_fails_the_render_whole(helm_bin, tmp_path):
+    """A bad object patch stops Helm: nothing half-patched comes out, and the message names the patch."""
+    bad = {"objectPatches": [{"target": {"kind": "CronJob"},
+                              "patch": [{"op": "replace", "path": "/spec/nowhere/x", "value": 1}]}]}
+    result = cli(helm_bin, "render", "-f", str(SEED), platform=bad, tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert "objectPatches[0] does not apply to CronJob production-db-backup" in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_invalid_platform_config_is_refused_plainly(helm_bin, tmp_path):
+    result = cli(helm_bin, "values", "-f", str(SEED), platform={"valuePatches": [{"op": "nope", "path": "/a"}]},
+                 tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert "platform config: valuePatches: Unknown operation 'nope'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_values_piped_into_helm_template_equal_render(helm_bin, tmp_path):
+    """Without object patches, `values | helm template -f -` renders the same objects as `render`."""
+    platform = {"values": PLATFORM["values"]}
+    values = cli(helm_bin, "values", "-f", str(SEED), platform=platform, tmp_path=tmp_path)
+    assert values.returncode == 0, values.stderr
+    plain = subprocess.run([helm_bin, "template", "production-db", str(CHART), "--namespace", "default", "-f", "-"],
+                           input=values.stdout, capture_output=True, text=True, check=True).stdout
+    rendered = cli(helm_bin, "render", "-f", str(SEED), platform=platform, tmp_path=tmp_path).stdout
+    assert by_kind_name(plain) == by_kind_name(rendered)
+
+
+def test_run_refuses_a_chart_it_cannot_drive(helm_bin, tmp_path):
+    """A custom chart whose StatefulSet selects on other labels is refused at start-up, before kopf runs."""
+    custom = tmp_path / "chart"
+    shutil.copytree(CHART, custom)
+    sts = custom / "templates" / "statefulset.yaml"
+    sts.write_text(sts.read_text().replace(
+        "  selector:\n    matchLabels:\n", "  selector:\n    matchLabels:\n      tier: database\n", 1))
+    result = subprocess.run([sys.executable, "-m", "mydb_operator.cli", "--helm", helm_bin, "--chart", str(custom),
+                             "run"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode != 0
+    assert "does not fit the operator" in result.stderr
+    assert "version 13.x: the StatefulSet must select on exactly" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,107 @@
+"""Platform customization: precedence, patches of both kinds, bad configs refused whole."""
+
+import pytest
+
+from mydb_operator.chartcheck import missing_objects
+from mydb_operator.model import SpecError, parse_spec
+from mydb_operator.platform import PlatformError, apply_values, denied, merge, parse_platform, patch_objects
+from mydb_operator.reconcile import database_values
+
+SPEC = {"replicas": 3, "version": "15.2", "storage": "10Gi"}
+PLATFORM = {
+    "values": {
+        "image": {"registry": "mirror.example.com", "pullPolicy": "IfNotPresent"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        "storage": {"storageClassName": "fast"},
+        "nodeSelector": {"pool": "databases"},
+        "resources": {"requests": {"cpu": "500m"}},
+        "postgresql": {"parameters": {"max_connections": "300", "work_mem": "8MB"}},
+    },
+    "valuePatches": [{"op": "replace", "path": "/image/pullPolicy", "value": "Always"}],
+    "objectPatches": [{"target": {"kind": "StatefulSet", "name": "*"},
+                       "patch": [{"op": "add", "path": "/spec/template/spec/priorityClassName", "value": "db"}]}],
+}
+
+
+def test_precedence_chart_platform_database_patches():
+    """Platform defaults show where the database is silent; the database wins; value patches win over both."""
+    spec = parse_spec({**SPEC, "resources": {"requests": {"cpu": "2"}}, "scheduling": {"nodeSelector": {"pool": "x"}},
+                       "postgresql": {"parameters": {"work_mem": "64MB"}}})
+    values = database_values("db", spec, parse_platform(PLATFORM))
+    assert values["image"] == {"registry": "mirror.example.com", "pullPolicy": "Always", "tag": "15.2"}
+    assert values["imagePullSecrets"] == [{"name": "regcred"}]
+    assert values["storage"] == {"storageClassName": "fast", "size": "10Gi"}
+    assert values["resources"] == {"requests": {"cpu": "2"}}
+    assert values["nodeSelector"] == {"pool": "x"}
+    assert values["postgresql"]["parameters"] == {"max_connections": "300", "work_mem": "64MB"}
+
+
+def test_database_storage_class_beats_platform_default():
+    values = database_values("db", parse_spec({**SPEC, "storageClassName": "slow"}), parse_platform(PLATFORM))
+    assert values["storage"]["storageClassName"] == "slow"
+
+
+def test_no_platform_changes_nothing():
+    spec = parse_spec(SPEC)
+    assert database_values("db", spec, parse_platform(None))["image"] == {"tag": "15.2"}
+
+
+def test_merge_replaces_lists_and_scalars_and_merges_maps():
+    assert merge({"a": {"b": 1, "c": [1]}, "d": 1}, {"a": {"c": [2]}, "d": 2}) == {"a": {"b": 1, "c": [2]}, "d": 2}
+
+
+def test_object_patches_by_kind_and_name_glob():
+    platform = parse_platform({"objectPatches": [
+        {"target": {"kind": "Service", "name": "*-ro"}, "patch": [{"op": "add", "path": "/metadata/labels",
+                                                                   "value": {"tier": "ro"}}]}]})
+    docs = [{"kind": "Service", "metadata": {"name": "db-ro"}}, {"kind": "Service", "metadata": {"name": "db"}},
+            {"kind": "StatefulSet", "metadata": {"name": "db-ro"}}]
+    patched = patch_objects(platform.object_patches, docs)
+    assert [d["metadata"].get("labels") for d in patched] == [{"tier": "ro"}, None, None]
+
+
+def test_object_patch_that_does_not_apply_fails_the_whole_render():
+    platform = parse_platform({"objectPatches": [
+        {"target": {"kind": "StatefulSet"}, "patch": [{"op": "replace", "path": "/spec/nothing/here", "value": 1}]}]})
+    with pytest.raises(PlatformError, match=r"objectPatches\[0\] does not apply to StatefulSet db"):
+        patch_objects(platform.object_patches, [{"kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {}}])
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"valuePatches": [{"op": "frob", "path": "/a"}]}, "valuePatches: Unknown operation 'frob'"),
+    ({"valuePatches": [{"op": "add", "path": "a", "value": 1}]}, "valuePatches: Location must start with /"),
+    ({"valuePatches": {"op": "add"}}, "valuePatches: must be a list"),
+    ({"objectPatches": [{"patch": []}]}, r"objectPatches\[0\].target.kind: required"),
+    ({"objectPatches": [{"target": {"kind": "Pod"}, "patch": [{"path": "/a"}]}]}, r"objectPatches\[0\].patch"),
+    ({"values": ["not", "a", "map"]}, "values: must be a mapping"),
+    ({"valuesPatches": []}, "unknown keys in the platform config: valuesPatches"),
+    ({"deniedParameters": "fsync"}, "deniedParameters: must be a list"),
+])
+def test_bad_platform_configs_are_refused_whole(config, words):
+    with pytest.raises(PlatformError, match=words):
+        parse_platform(config)
+
+
+def test_value_patch_that_does_not_apply_is_reported():
+    platform = parse_platform({"valuePatches": [{"op": "replace", "path": "/nodeSelector/pool", "value": "x"}]})
+    with pytest.raises(PlatformError, match="valuePatches do not apply"):
+        apply_values(platform, {"replicas": 1})
+
+
+def test_denied_parameters_builtin_and_platform():
+    platform = parse_platform({"deniedParameters": ["shared_preload_libraries"]})
+    assert denied(platform, {"fsync": "off", "work_mem": "1MB", "shared_preload_libraries": "x"}) == [
+        "fsync", "shared_preload_libraries"]
+    with pytest.raises(SpecError, match=r"spec.postgresql.parameters: listen_addresses cannot be set"):
+        database_values("db", parse_spec({**SPEC, "postgresql": {"parameters": {"listen_addresses": "*"}}}), platform)
+
+
+def test_chart_check_names_what_a_custom_chart_lacks():
+    objects = [{"kind": "StatefulSet", "metadata": {"name": "r"}, "spec": {
+        "selector": {"matchLabels": {"app": "r"}}, "template": {"spec": {"containers": [{"name": "db"}]}}}},
+        {"kind": "Service", "metadata": {"name": "r"}}]
+    problems = missing_objects(objects, "r")
+    assert any("must select on exactly" in p for p in problems)
+    assert any("no container named postgres" in p for p in problems)
+    assert any("volumeClaimTemplate named data" in p for p in problems)
+    assert "no Service named r-ro" in problems and "no CronJob named r-backup when backup is enabled" in problems
