@@ -6,8 +6,8 @@ from typing import Any
 
 from . import api
 from .helm import Helm, HelmError
-from .model import parse_spec
-from .platform import Platform
+from .model import SpecError, parse_spec
+from .platform import Platform, PlatformError
 from .reconcile import database_values
 
 SUPPORTED_MAJORS = range(13, 18)
@@ -47,6 +47,9 @@ async def incompatibilities(helm: Helm, platform: Platform) -> list[str]:
             objects = await helm.template(PROBE, "default", database_values(PROBE, spec, platform))
         except HelmError as error:
             problems.append(f"version {major}.x: helm template failed: {error}")
+            continue
+        except (PlatformError, SpecError) as error:
+            problems.append(f"version {major}.x: {error}")
             continue
         problems += [f"version {major}.x: {problem}" for problem in missing_objects(objects, PROBE)]
     return problems

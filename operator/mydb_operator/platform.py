@@ -123,7 +123,8 @@ def apply_values(platform: Platform, database_values: dict[str, Any]) -> dict[st
     try:
         return platform.value_patches.apply(merged)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
-        raise PlatformError(f"valuePatches do not apply to this database's values: {error}") from None
+        reason = str(error).split(" in {", 1)[0]  # jsonpatch appends the whole document
+        raise PlatformError(f"valuePatches do not apply to this database's values: {reason}") from None
 
 
 def patch_objects(patches: tuple[ObjectPatch, ...], documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
