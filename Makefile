@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e venv tools cluster-up cluster-down lint clean
+.PHONY: demo test test-unit test-e2e venv tools cluster-up cluster-down chart-crd lint clean
 
 demo: venv ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -32,6 +32,9 @@ cluster-up: ## start the local control plane (a no-op when it is healthy)
 
 cluster-down: ## stop every process the cluster (and the demo) started, remove its state
 	$(PYTHON) hack/cluster.py down
+
+chart-crd: ## copy crds/ into charts/mydatabase-operator/files/ (run after every CRD change; a test checks it)
+	bash hack/sync-chart-crd.sh
 
 clean: cluster-down
 	rm -rf $(VENV) .pytest_cache

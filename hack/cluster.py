@@ -376,7 +376,8 @@ def healthy() -> bool:
 def cmd_up(_: argparse.Namespace) -> None:
     bins = bin_dir()
     if healthy():
-        log(f"already running; export KUBECONFIG={ADMIN_KUBECONFIG}")
+        log("already running")
+        print_usage(bins)
         return
     if any(running_pid(name) for name in COMPONENTS):
         log("a partial cluster is running: stopping it first")
@@ -391,6 +392,11 @@ def cmd_up(_: argparse.Namespace) -> None:
     start_kwok(bins)
     install_cluster_objects(bins)
     log("cluster is up")
+    print_usage(bins)
+
+
+def print_usage(bins: Path) -> None:
+    """On stdout, always: callers (the test fixtures, the demo) read the kubeconfig path from here."""
     print(f"export KUBECONFIG={ADMIN_KUBECONFIG}")
     print(f"export PATH={bins}:$PATH    # kubectl, helm, kwok of the pinned versions")
 

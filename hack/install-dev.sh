@@ -2,7 +2,8 @@
 # Installs what the operator needs on the local control plane, the way a
 # platform team would: the CRD from crds/ and the ServiceAccount and RBAC from
 # charts/mydatabase-operator (its Deployment off: the operator runs here as a
-# local process; its CRD copy off: crds/ is applied directly). Then mints a
+# local process; its CRD copy off: crds/ is applied directly; the Lease Role
+# on, for the leader-election tests). Then mints a
 # kubeconfig for that ServiceAccount, so the operator runs with exactly the
 # rights the chart grants.
 #
@@ -16,9 +17,12 @@ export KUBECONFIG="${CLUSTER_DIR}/admin.kubeconfig"
 NS=mydb-system
 SA=mydb-operator
 
-"${BIN}/kubectl" apply --server-side -f "${REPO}/crds" >/dev/null
+# --force-conflicts: crds/ wins over an earlier manager of the CRD's fields (an
+# operator chart release, as tests/e2e/test_rbac.py installs one).
+"${BIN}/kubectl" apply --server-side --force-conflicts -f "${REPO}/crds" >/dev/null
 "${BIN}/kubectl" wait --for=condition=Established crd/mydatabases.myapp.example.com --timeout=60s >/dev/null
 "${BIN}/kubectl" get namespace "${NS}" >/dev/null 2>&1 || "${BIN}/kubectl" create namespace "${NS}" >/dev/null
 "${BIN}/helm" template "${SA}" "${REPO}/charts/mydatabase-operator" --namespace "${NS}" \
-  --set deployment.enabled=false --set crds.install=false | "${BIN}/kubectl" apply -f - >/dev/null
+  --set deployment.enabled=false --set crds.install=false --set leaderElection.enabled=true \
+  | "${BIN}/kubectl" apply -f - >/dev/null
 python3 "${REPO}/hack/cluster.py" sa-kubeconfig -n "${NS}" -s "${SA}" -o "${OUT}"

@@ -51,7 +51,9 @@ def _cluster_up() -> tuple[Path, bool]:
     if result.returncode != 0:
         raise RuntimeError(f"the local control plane did not start:\n{result.stderr}\n{result.stdout}")
     match = re.search(r"^export KUBECONFIG=(.+)$", result.stdout, re.M)
-    kubeconfig = Path(match.group(1)) if match else REPO / ".cluster" / "admin.kubeconfig"
+    if not match:
+        raise RuntimeError(f"hack/cluster.py up did not say where the kubeconfig is:\n{result.stdout}")
+    kubeconfig = Path(match.group(1))
     return kubeconfig, not already
 
 

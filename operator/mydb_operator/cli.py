@@ -89,21 +89,24 @@ def cmd_run(args: argparse.Namespace) -> None:
     if args.metrics_port is not None:
         CONFIG.metrics_port = args.metrics_port
     logs.configure(args.log_format)
-    if args.leader_elect:
-        lead(args)
-    kopf.run(
-        clusterwide=not CONFIG.namespaces,
-        namespaces=CONFIG.namespaces,
-        standalone=True,
-        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-    )
+    lease = lead(args) if args.leader_elect else None
+    try:
+        kopf.run(
+            clusterwide=not CONFIG.namespaces,
+            namespaces=CONFIG.namespaces,
+            standalone=True,
+            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+        )
+    finally:
+        if lease is not None:
+            lease.release()
 
 
-def lead(args: argparse.Namespace) -> None:
-    """Block until this replica holds the Lease; exit the process when it loses it."""
+def lead(args: argparse.Namespace):
+    """Block until this replica holds the Lease (answering /healthz meanwhile); exit when it loses it."""
     import kubernetes
 
-    from .leader import LeaderLease, default_identity, default_namespace
+    from .leader import LeaderLease, default_identity, default_namespace, standby_health
 
     try:
         kubernetes.config.load_incluster_config()
@@ -111,8 +114,10 @@ def lead(args: argparse.Namespace) -> None:
         kubernetes.config.load_kube_config()
     lease = LeaderLease(args.leader_lease_name, args.leader_lease_namespace or default_namespace(),
                         default_identity(), duration=args.leader_lease_seconds)
-    lease.acquire()
+    with standby_health(args.health_port):
+        lease.acquire()
     lease.keep(on_lost=lambda: os._exit(1))  # a standby takes over; the Deployment restarts this one
+    return lease
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,6 +56,9 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # copy of every log line: that would be an API write per watched pod event.
     settings.posting.loggers = False
     settings.peering.standalone = True
+    if CONFIG.namespaces:
+        # Namespaces are listed explicitly: no cluster-wide scan of namespaces (and no right to it).
+        settings.scanning.disabled = True
     platform = load_platform(CONFIG.platform_config)  # checked by the CLI before kopf starts
     helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
                 max_parallel=CONFIG.helm_parallel, platform_config=CONFIG.platform_config,

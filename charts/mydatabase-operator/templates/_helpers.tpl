@@ -6,12 +6,18 @@
 {{- default (include "mydatabase-operator.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
-{{- define "mydatabase-operator.labels" -}}
+{{/* Selector labels: name + instance only, never a label that changes on upgrade. */}}
+{{- define "mydatabase-operator.selectorLabels" -}}
 app.kubernetes.io/name: mydatabase-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "mydatabase-operator.labels" -}}
+{{ include "mydatabase-operator.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/part-of: mydatabase-operator
 {{- end -}}
 
 {{/* The operator's rights, shared by the ClusterRole and the per-namespace Roles. */}}
@@ -40,15 +46,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch, create, update, patch, delete]
+# Backup Jobs are watched for results; an on-demand backup (annotation
+# myapp.example.com/backup-now) is one Job made from the CronJob's template.
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, create]
 # Pods are watched for status and labelled with their role (primary/replica).
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, patch]
-# The credentials Secret is created once and deleted with deletionPolicy Delete; never read.
+# The credentials Secret is created once and deleted with deletionPolicy Delete;
+# get reads only a Secret a MyDatabase names (spec.credentials.secretName) to
+# check its keys. Never list or watch: Helm keeps its records in ConfigMaps.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [create, delete]
+  verbs: [get, create, delete]
 {{- end -}}
