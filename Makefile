@@ -3,12 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e venv tools cluster-up cluster-down chart-crd lint clean
+.PHONY: demo test test-unit test-e2e venv tools postgres cluster-up cluster-down chart-crd clean bench
 
 demo: venv ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-test: venv tools ## every test: unit, chart, and e2e on the local control plane (started if needed)
+test: venv tools postgres ## every test: unit, chart, PostgreSQL scripts, e2e on the local control plane
 	$(PY) -m pytest tests
 
 test-unit: venv ## the tests that need no cluster
@@ -26,6 +26,18 @@ $(VENV)/.installed: pyproject.toml
 
 tools: ## build (or reuse) etcd, kube-*, kubectl, kwok and helm
 	bash hack/build-tools.sh >/dev/null
+
+postgres: ## PostgreSQL 15 for tests/postgres (apt, only when missing)
+	bash hack/install-postgres.sh
+
+BENCH_SIZES ?= 10,100,300
+BENCH_IDLE  ?= 120
+bench: venv tools $(VENV)/.bench-installed ## benchmark: N databases at once vs the floor (BENCH_SIZES=10,100,300 BENCH_IDLE=120); docs/benchmarks.md
+	BENCH_SIZES=$(BENCH_SIZES) BENCH_IDLE=$(BENCH_IDLE) $(PY) -m bench
+
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $@
 
 cluster-up: ## start the local control plane (a no-op when it is healthy)
 	$(PYTHON) hack/cluster.py up

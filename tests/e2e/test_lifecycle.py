@@ -93,13 +93,14 @@ def test_minor_version_change_rolls_replicas_first_primary_last(cluster, operato
                                     timeout_seconds=120):
             if event["type"] == "DELETED":
                 deleted.append(event["object"].metadata.name)
-            if len(deleted) == 3:
+            if "roll-0" in deleted:
                 watcher.stop()
     thread = threading.Thread(target=record, daemon=True)
     thread.start()
     patch_spec(cluster, namespace, "roll", {"version": "15.4"})
     thread.join(timeout=120)
-    assert deleted == ["roll-2", "roll-1", "roll-0"]
+    # The order in which each pod was first replaced (a loaded controller may replace one twice).
+    assert list(dict.fromkeys(deleted)) == ["roll-2", "roll-1", "roll-0"], deleted
     wait_for("running 15.4", lambda: status(cluster, namespace, "roll").get("version") == "15.4")
     wait_ready(cluster, namespace, "roll")
     assert status(cluster, namespace, "roll")["lastOperation"]["type"] == "VersionChange"

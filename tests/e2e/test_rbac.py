@@ -262,26 +262,27 @@ def test_cluster_wide_rights_are_exactly_the_expected_set(cluster, cluster_wide,
 # ---------------------------------------------------------------- namespaced
 
 def test_namespaced_install_is_accepted_and_ready(cluster, helm, namespaced):
-    """watchNamespaces [a, b]: a Role and RoleBinding in a and b only; the pod is Ready."""
+    """watchNamespaces [a, b]: a Role and RoleBinding in a and b, the Lease Role in its own namespace,
+    none in c; the pod is Ready."""
     install, other = namespaced
     assert_installed_and_ready(cluster, helm, install)
     for namespace in (*install.watch, other, install.namespace):
         roles = get_json(cluster, "-n", namespace, "roles", "-l", f"app.kubernetes.io/instance={install.release}")
         bindings = get_json(cluster, "-n", namespace, "rolebindings",
                             "-l", f"app.kubernetes.io/instance={install.release}")
-        expected = 1 if namespace in install.watch else 0
+        expected = 0 if namespace == other else 1
         assert len(roles["items"]) == len(bindings["items"]) == expected, namespace
 
 
 def test_namespaced_rights_only_in_watched_namespaces(cluster, namespaced, no_rights_user):
     """The namespaced ServiceAccount manages MyDatabases (and their objects) in a and b;
-    in c and in its own namespace it has nothing but the cluster-wide CRD read."""
+    in c it has nothing but the cluster-scope reads, in its own namespace those and its Lease."""
     install, other = namespaced
     for namespace in install.watch:
         assert granted(cluster, install, namespace, no_rights_user) == {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS}, \
             namespace
-    for namespace in (other, install.namespace):
-        assert granted(cluster, install, namespace, no_rights_user) == CLUSTER_RIGHTS, namespace
+    assert granted(cluster, install, other, no_rights_user) == CLUSTER_RIGHTS
+    assert granted(cluster, install, install.namespace, no_rights_user) == {**CLUSTER_RIGHTS, **LEASE_RIGHTS}
     user = install.user
     for verb in ("get", "list", "watch", "patch", "update"):
         for namespace in install.watch:
@@ -295,7 +296,7 @@ def test_namespaced_rights_only_in_watched_namespaces(cluster, namespaced, no_ri
 def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path):
     """The operator process, with the namespaced ServiceAccount's token and -n a -n b,
     brings a MyDatabase in a to Ready and deletes it; it is never refused anything
-    but kopf's optional cluster-wide namespace listing, and never touches c."""
+    (it does not scan namespaces when given -n), and never touches c."""
     install, other = namespaced
     watched = install.watch[0]
     kubeconfig = tmp_path / "operator.kubeconfig"
@@ -309,8 +310,7 @@ def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path)
         body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "scoped"},
                 "spec": {"replicas": 1, "version": "15.2", "storage": "1Gi", "deletionPolicy": "Delete"}}
         cluster.kubectl("apply", "-n", watched, "-f", "-", stdin=json.dumps(body))
-        # kopf retries its namespace listing for about a minute before it falls back to -n.
-        result = cluster.kubectl("wait", "-n", watched, "--for=condition=Ready", "mydb/scoped", "--timeout=180s",
+        result = cluster.kubectl("wait", "-n", watched, "--for=condition=Ready", "mydb/scoped", "--timeout=120s",
                                  check=False)
         assert result.returncode == 0, result.stderr + operator.log_since_start()
         wait_for("this operator's reconcile of the database", lambda: f"{watched}/scoped" in operator.log_since_start())
@@ -321,12 +321,7 @@ def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path)
     text = operator.log_since_start()
     assert "Traceback" not in text, text
     refused = [line for line in text.splitlines() if re.search(r"forbidden", line, re.I)]
-    # Given -n, kopf lists and watches namespaces cluster-wide and, refused, falls back
-    # to the given names (after about a minute of retries). The chart grants no
-    # namespace listing on purpose; that is the only refusal allowed here.
-    unexpected = [line for line in refused if '"namespaces"' not in line and "list namespaces" not in line
-                  and "watch for namespaces" not in line]
-    assert not unexpected, "\n".join(unexpected)
+    assert not refused, "\n".join(refused)
     assert f"{other}/" not in text
 
 
