@@ -87,6 +87,20 @@ async def plan_changes(spec: DatabaseSpec, seen: Observation) -> tuple[DatabaseS
     return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
 
 
+async def missing_prerequisite(namespace: str, spec: DatabaseSpec, seen: Observation,
+                               first_install: bool) -> Problem | None:
+    """What Helm would not notice but the pods would: a missing StorageClass or restore source."""
+    if spec.storage_class_name and not seen.claims and await kube.storage_class(spec.storage_class_name) is None:
+        # Helm would succeed and leave every pod Pending on an unbindable claim.
+        return Problem("StorageClassNotFound",
+                       f"spec.storageClassName: StorageClass {spec.storage_class_name} does not exist")
+    source = backups_claim_name(spec.restore.from_database) if spec.restore else None
+    if source and first_install and not await kube.claim_exists(namespace, source):
+        return Problem("RestoreSourceMissing",
+                       f"spec.restore.fromDatabase: no backups volume {source} in namespace {namespace}")
+    return None
+
+
 async def grow_storage(name: str, namespace: str, size: str, seen: Observation) -> str:
     """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
     for claim in seen.claims:
@@ -135,11 +149,8 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
         done.problem = Problem("ChangeRefused", refusal)
     try:
         values = database_values(name, effective, runtime.platform)
-    except SpecError as error:
-        done.problem = Problem("InvalidSpec", str(error))
-        return done
-    except PlatformError as error:
-        done.problem = Problem("PlatformPatchFailed", str(error))
+    except (SpecError, PlatformError) as error:
+        done.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
         return done
     wanted = release_hash(helm.digest, values)
     repair = bool(applied and applied.get("appliedHash") == wanted)
@@ -150,31 +161,20 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
     else:
         why = "first install" if not applied else "spec or chart changed"
 
-    if spec.storage_class_name and not seen.claims and await kube.storage_class(spec.storage_class_name) is None:
-        # Helm would succeed and leave every pod Pending on an unbindable claim.
-        done.problem = Problem("StorageClassNotFound", f"spec.storageClassName: StorageClass "
-                               f"{spec.storage_class_name} does not exist")
-        return done
-    if spec.restore and not applied and not await kube.claim_exists(namespace, backups_claim_name(
-            spec.restore.from_database)):
-        done.problem = Problem("RestoreSourceMissing", f"spec.restore.fromDatabase: no backups volume "
-                               f"{backups_claim_name(spec.restore.from_database)} in namespace {namespace}")
-        return done
-    created, credentials_problem = await ensure_credentials(name, namespace, spec)
-    if created:
-        done.events.append(("Normal", "CredentialsCreated", created))
-    if credentials_problem:
-        done.problem = credentials_problem
+    blocker = await missing_prerequisite(namespace, spec, seen, first_install=not applied)
+    if blocker is None:
+        created, blocker = await ensure_credentials(name, namespace, spec)
+        if created:
+            done.events.append(("Normal", "CredentialsCreated", created))
+    if blocker is not None:
+        done.problem = blocker
         return done
     try:
         if storage.grow:
             done.events.append(("Normal", "Resizing", await grow_storage(name, namespace, spec.storage, seen)))
         result = await helm.upgrade(name, namespace, values)
-    except HelmError as error:
-        done.problem = Problem("HelmFailed", str(error))
-        return done
-    except TimeoutError as error:
-        done.problem = Problem("ResizeStalled", str(error))
+    except (HelmError, TimeoutError) as error:
+        done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
         return done
     summary = lifecycle.applied_summary(effective)
     kind = lifecycle.operation_kind((applied or {}).get("spec"), summary, repair)
