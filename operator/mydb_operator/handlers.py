@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 import kubernetes
+import urllib3
 
 from . import api, backups, kube, metrics
 from .config import CONFIG
@@ -106,13 +107,17 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
                                 outcome.problem.reason, outcome.problem.message, delay)
                 else:
                     failures = 0
-            except kubernetes.client.exceptions.ApiException as error:
+            except (kubernetes.client.exceptions.ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+                # The API refused, or could not be reached (it restarts, the network drops):
+                # one line, then the same back-off; the loop itself never dies of it.
+                reason = f"Api{error.status}" if isinstance(error, kubernetes.client.exceptions.ApiException) \
+                    else "ApiUnreachable"
                 metrics.RECONCILES.labels("error").inc()
-                metrics.ERRORS.labels(f"Api{error.status}").inc()
+                metrics.ERRORS.labels(reason).inc()
                 failures += 1
                 delay = min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX)
-                log.warning("%s/%s: API error %s %s (retry in %.0fs)", namespace, name,
-                            error.status, error.reason, delay)
+                log.warning("%s/%s: %s: %s (retry in %.0fs)", namespace, name, reason,
+                            getattr(error, "reason", None) or type(error).__name__, delay)
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
             if await sleep_until_poked(wake, stopped, delay):
                 await asyncio.sleep(DEBOUNCE)

@@ -141,8 +141,10 @@ class Helm:
     async def _upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
         chart = await self.chart()
         async with self._slots, helm_timer("upgrade"):
+            # force_conflicts: Helm applies server-side, and a field someone edited by hand
+            # (kubectl scale, kubectl patch) must go back to the release's value, not block it.
             revision = await self.client.install_or_upgrade_release(
-                release, chart, values, namespace=namespace, create_namespace=False,
+                release, chart, values, namespace=namespace, create_namespace=False, force_conflicts=True,
             )
         return AppliedRelease(
             name=release,

@@ -99,10 +99,14 @@ class OperatorProcess:
 def descendants(pid: int) -> list[int]:
     """The pids of every process below `pid` (children first), read from /proc."""
     found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # it just exited
+        return found
+    for task in tasks:
         try:
             children = [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError, ValueError):
+        except (OSError, ValueError):
             continue
         for child in children:
             found += [child, *descendants(child)]
