@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 RUNTIME: Runtime | None = None
 POKES: dict[tuple[str, str], asyncio.Event] = {}
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
-DEBOUNCE = 0.2  # let a burst of pod events settle into one reconcile
+DEBOUNCE = 0.5  # let a burst of pod events (a StatefulSet rolling out) settle into one reconcile
 
 
 def poke(namespace: str | None, name: str | None) -> None:
@@ -169,15 +169,18 @@ async def delete_database(body: kopf.Body, spec: kopf.Spec, name: str, namespace
         policy, own_secret = parsed.deletion_policy, not parsed.existing_secret
     except SpecError:
         policy, own_secret = api.DELETION_RETAIN, False  # when in doubt, keep the data
-    await kube.patch_status(namespace, name, {"phase": DELETING, "ready": False})
     try:
+        await kube.patch_status(namespace, name, {"phase": DELETING, "ready": False})
         await RUNTIME.helm.uninstall(name, namespace)
+        if policy == api.DELETION_DELETE:
+            claims = await kube.delete_claims(namespace, name)
+            if own_secret:  # a Secret the user supplied is theirs to delete
+                await kube.delete_secret(namespace, credentials_secret_name(name))
     except HelmError as error:
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
+    except (kubernetes.client.exceptions.ApiException, urllib3.exceptions.HTTPError, OSError) as error:
+        raise kopf.TemporaryError(f"deleting: {getattr(error, 'reason', None) or error}", delay=10) from None
     if policy == api.DELETION_DELETE:
-        claims = await kube.delete_claims(namespace, name)
-        if own_secret:  # a Secret the user supplied is theirs to delete
-            await kube.delete_secret(namespace, credentials_secret_name(name))
         log.info("%s/%s: deleted, with claims %s and the operator's Secret (deletionPolicy Delete)",
                  namespace, name, claims)
     else:

@@ -97,21 +97,23 @@ class Helm:
             post_renderer = (postrender.PLUGIN_NAME, str(Path(platform_config).resolve()))
         # A changed chart or platform config changes the hash of every release: Helm runs again.
         self.digest = chart_digest(chart_dir, platform_config if post_render else None)
-        command = PostRenderingCommand(post_renderer=post_renderer, executable=executable,
-                                       history_max_revisions=history_max, default_timeout=timeout)
-        self.client = pyhelm3.Client(command=command, executable=executable)
+        self.command = PostRenderingCommand(post_renderer=post_renderer, executable=executable,
+                                            history_max_revisions=history_max, default_timeout=timeout)
+        self.client = pyhelm3.Client(command=self.command, executable=executable)
         self._chart: pyhelm3.Chart | None = None
+        self._chart_lock = asyncio.Lock()
         # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
         # queue instead of starving the API server on a small machine.
         self._slots = asyncio.Semaphore(max_parallel)
 
     async def chart(self) -> pyhelm3.Chart:
-        if self._chart is None:
-            try:
-                async with helm_timer("show"):
-                    self._chart = await self.client.get_chart(self.chart_dir)
-            except helm_errors.Error as error:
-                raise HelmError(f"cannot load the chart {self.chart_dir}: {_helm_message(error)}") from None
+        async with self._chart_lock:  # hundreds of first reconciles at once load it once
+            if self._chart is None:
+                try:
+                    async with helm_timer("show"):
+                        self._chart = await self.client.get_chart(self.chart_dir)
+                except helm_errors.Error as error:
+                    raise HelmError(f"cannot load the chart {self.chart_dir}: {_helm_message(error)}") from None
         return self._chart
 
     async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict]:
@@ -141,15 +143,18 @@ class Helm:
     async def _upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
         chart = await self.chart()
         async with self._slots, helm_timer("upgrade"):
+            # The Command, not the Client: the Client parses the whole rendered manifest
+            # with pure-Python YAML on the event loop, and nothing here needs it.
             # force_conflicts: Helm applies server-side, and a field someone edited by hand
             # (kubectl scale, kubectl patch) must go back to the release's value, not block it.
-            revision = await self.client.install_or_upgrade_release(
-                release, chart, values, namespace=namespace, create_namespace=False, force_conflicts=True,
+            result = await self.command.install_or_upgrade(
+                release, chart.ref, values, namespace=namespace, create_namespace=False, force_conflicts=True,
+                version=chart.metadata.version,
             )
         return AppliedRelease(
             name=release,
-            revision=revision.revision,
-            status=str(revision.status.value),
+            revision=int(result["version"]),
+            status=str(result["info"]["status"]),
             chart=f"{chart.metadata.name}-{chart.metadata.version}",
         )
 

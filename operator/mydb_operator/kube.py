@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from . import api
+from . import api, clients
 
 log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
@@ -18,7 +18,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 def _create_secret_once(body: dict[str, Any]) -> bool:
     try:
-        client.CoreV1Api().create_namespaced_secret(body["metadata"]["namespace"], body)
+        clients.core().create_namespaced_secret(body["metadata"]["namespace"], body)
         return True
     except ApiException as error:
         if error.status == 409:  # it exists: never overwrite a password
@@ -33,7 +33,7 @@ async def create_secret_once(body: dict[str, Any]) -> bool:
 
 def _read_secret(namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        return client.ApiClient().sanitize_for_serialization(client.CoreV1Api().read_namespaced_secret(name, namespace))
+        return clients.raw(clients.core().read_namespaced_secret, name, namespace)
     except ApiException as error:
         if error.status == 404:
             return None
@@ -47,7 +47,7 @@ async def read_secret(namespace: str, name: str) -> dict[str, Any] | None:
 
 def _label_pod(namespace: str, name: str, key: str, value: str) -> None:
     try:
-        client.CoreV1Api().patch_namespaced_pod(
+        clients.core().patch_namespaced_pod(
             name, namespace, {"metadata": {"labels": {key: value}}}, _content_type=MERGE_PATCH
         )
     except ApiException as error:
@@ -60,7 +60,15 @@ async def label_pod(namespace: str, name: str, key: str, value: str) -> None:
 
 
 def _patch_status(namespace: str, name: str, status: dict[str, Any]) -> None:
-    client.CustomObjectsApi().patch_namespaced_custom_object_status(
+    try:
+        _merge_status(namespace, name, status)
+    except ApiException as error:
+        if error.status != 404:  # the MyDatabase (or its namespace) is gone: nothing to report on
+            raise
+
+
+def _merge_status(namespace: str, name: str, status: dict[str, Any]) -> None:
+    clients.custom().patch_namespaced_custom_object_status(
         api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": status}, _content_type=MERGE_PATCH
     )
 
@@ -71,7 +79,7 @@ async def patch_status(namespace: str, name: str, status: dict[str, Any]) -> Non
 
 
 def _delete_claims(namespace: str, release: str) -> list[str]:
-    core = client.CoreV1Api()
+    core = clients.core()
     selector = api.label_selector(api.selector_labels(release))
     names = [c.metadata.name for c in core.list_namespaced_persistent_volume_claim(
         namespace, label_selector=selector).items]
@@ -91,7 +99,7 @@ async def delete_claims(namespace: str, release: str) -> list[str]:
 
 def _delete_secret(namespace: str, name: str) -> None:
     try:
-        client.CoreV1Api().delete_namespaced_secret(name, namespace)
+        clients.core().delete_namespaced_secret(name, namespace)
     except ApiException as error:
         if error.status != 404:
             raise
@@ -103,12 +111,11 @@ async def delete_secret(namespace: str, name: str) -> None:
 
 def _storage_class(name: str) -> dict[str, Any] | None:
     try:
-        found = client.StorageV1Api().read_storage_class(name)
+        return clients.raw(clients.storage().read_storage_class, name)
     except ApiException as error:
         if error.status == 404:
             return None
         raise
-    return client.ApiClient().sanitize_for_serialization(found)
 
 
 async def storage_class(name: str) -> dict[str, Any] | None:
@@ -116,9 +123,9 @@ async def storage_class(name: str) -> dict[str, Any] | None:
 
 
 def _default_storage_class() -> dict[str, Any] | None:
-    for item in client.StorageV1Api().list_storage_class().items:
-        if (item.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true":
-            return client.ApiClient().sanitize_for_serialization(item)
+    for item in clients.raw(clients.storage().list_storage_class)["items"]:
+        if (item["metadata"].get("annotations") or {}).get("storageclass.kubernetes.io/is-default-class") == "true":
+            return item
     return None
 
 
@@ -127,7 +134,7 @@ async def default_storage_class() -> dict[str, Any] | None:
 
 
 def _grow_claim(namespace: str, name: str, size: str) -> None:
-    client.CoreV1Api().patch_namespaced_persistent_volume_claim(
+    clients.core().patch_namespaced_persistent_volume_claim(
         name, namespace, {"spec": {"resources": {"requests": {"storage": size}}}}, _content_type=MERGE_PATCH
     )
 
@@ -137,7 +144,7 @@ async def grow_claim(namespace: str, name: str, size: str) -> None:
 
 
 def _orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None:
-    apps = client.AppsV1Api()
+    apps = clients.apps()
     try:
         apps.delete_namespaced_stateful_set(name, namespace, body=client.V1DeleteOptions(propagation_policy="Orphan"))
     except ApiException as error:
@@ -164,7 +171,7 @@ async def orphan_statefulset(namespace: str, name: str) -> None:
 
 def _claim_exists(namespace: str, name: str) -> bool:
     try:
-        client.CoreV1Api().read_namespaced_persistent_volume_claim(name, namespace)
+        clients.core().read_namespaced_persistent_volume_claim(name, namespace)
         return True
     except ApiException as error:
         if error.status == 404:
@@ -178,7 +185,7 @@ async def claim_exists(namespace: str, name: str) -> bool:
 
 def _create_job_once(body: dict[str, Any]) -> bool:
     try:
-        client.BatchV1Api().create_namespaced_job(body["metadata"]["namespace"], body)
+        clients.batch().create_namespaced_job(body["metadata"]["namespace"], body)
         return True
     except ApiException as error:
         if error.status == 409:  # made for this request already (the operator restarted in between)

@@ -6,10 +6,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from . import api
+from . import api, clients
 
 
 @dataclass(frozen=True)
@@ -24,7 +23,7 @@ class Observation:
 
 def _get_or_none(read, *args) -> dict[str, Any] | None:
     try:
-        return client.ApiClient().sanitize_for_serialization(read(*args))
+        return clients.raw(read, *args)
     except ApiException as error:
         if error.status == 404:
             return None
@@ -32,20 +31,19 @@ def _get_or_none(read, *args) -> dict[str, Any] | None:
 
 
 def _observe(release: str, namespace: str) -> Observation:
-    apps, core, batch = client.AppsV1Api(), client.CoreV1Api(), client.BatchV1Api()
-    serialize = client.ApiClient().sanitize_for_serialization
+    core, apps, batch = clients.core(), clients.apps(), clients.batch()
     selector = api.label_selector(api.selector_labels(release))
-    pods = serialize(core.list_namespaced_pod(namespace, label_selector=selector).items)
-    services = [s.metadata.name for s in core.list_namespaced_service(namespace, label_selector=selector).items]
-    claims = serialize(core.list_namespaced_persistent_volume_claim(namespace, label_selector=selector).items)
-    cronjob = _get_or_none(batch.read_namespaced_cron_job, f"{release}-backup", namespace)
-    jobs = serialize(batch.list_namespaced_job(namespace, label_selector=selector).items)
+
+    def listed(call) -> list[dict[str, Any]]:
+        return clients.raw(call, namespace, label_selector=selector)["items"]
+    pods = listed(core.list_namespaced_pod)
+    claims = listed(core.list_namespaced_persistent_volume_claim)
     return Observation(
         statefulset=_get_or_none(apps.read_namespaced_stateful_set, release, namespace),
         pods=[p for p in pods if p["metadata"]["name"].rsplit("-", 1)[0] == release],
-        cronjob=cronjob,
-        jobs=jobs,
-        services=services,
+        cronjob=_get_or_none(batch.read_namespaced_cron_job, f"{release}-backup", namespace),
+        jobs=listed(batch.list_namespaced_job),
+        services=[s["metadata"]["name"] for s in listed(core.list_namespaced_service)],
         claims=[c for c in claims if c["metadata"]["name"].startswith(f"data-{release}-")],
     )
 

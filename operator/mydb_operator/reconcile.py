@@ -109,8 +109,9 @@ async def grow_storage(name: str, namespace: str, size: str, seen: Observation) 
     return f"growing {len(seen.claims)} claims to {size}; StatefulSet re-created around its running pods"
 
 
-async def ensure_credentials(name: str, namespace: str, spec: DatabaseSpec) -> tuple[str | None, Problem | None]:
-    """Create the operator's Secret once, or check the user's; returns (event message, problem)."""
+async def ensure_credentials(name: str, namespace: str, spec: DatabaseSpec,
+                             first_install: bool) -> tuple[str | None, Problem | None]:
+    """Create the operator's Secret before the first install, or check the user's; (event message, problem)."""
     if spec.existing_secret:
         secret = await kube.read_secret(namespace, spec.existing_secret)
         if secret is None:
@@ -120,6 +121,8 @@ async def ensure_credentials(name: str, namespace: str, spec: DatabaseSpec) -> t
         if missing:
             return None, Problem("CredentialsInvalid", f"spec.credentials.secretName: Secret "
                                  f"{spec.existing_secret} lacks the keys {', '.join(missing)}")
+        return None, None
+    if not first_install:  # made before the first install; never rotated, never re-made silently
         return None, None
     body = credentials_secret(name, namespace)
     if await kube.create_secret_once(body):
@@ -163,7 +166,7 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
 
     blocker = await missing_prerequisite(namespace, spec, seen, first_install=not applied)
     if blocker is None:
-        created, blocker = await ensure_credentials(name, namespace, spec)
+        created, blocker = await ensure_credentials(name, namespace, spec, first_install=not applied)
         if created:
             done.events.append(("Normal", "CredentialsCreated", created))
     if blocker is not None:

@@ -1,0 +1,96 @@
+"""The operator's own API requests, told apart from everyone else's.
+
+apiserver_request_total has no user label: the controller manager, the
+scheduler and kwok (every simulated kubelet) count there too. But API Priority
+and Fairness classifies every request by its user into a FlowSchema, and
+apiserver_flowcontrol_dispatched_requests_total counts per FlowSchema. So the
+benchmark installs one FlowSchema per (verb, resource) that matches only the
+operator's ServiceAccount (Helm runs with the same token, so its requests are
+the operator's too), all in the priority level that ServiceAccount gets anyway
+(workload-low, via the built-in `service-accounts` schema): the operator is
+throttled exactly as without them. Requests no specific schema names fall into
+a per-verb catch-all, and non-resource requests (discovery, /version) into one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from . import prom
+
+PREFIX = "mydb-bench-op"
+PART_OF = {"app.kubernetes.io/part-of": "mydb-bench"}
+PRIORITY_LEVEL = "workload-low"  # what the built-in `service-accounts` FlowSchema gives every ServiceAccount
+VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# What the operator and its Helm touch (a subresource must be named on its own: "pods" does not match "pods/status").
+RESOURCES = [
+    "mydatabases", "mydatabases/status", "pods", "services", "statefulsets", "cronjobs", "jobs",
+    "persistentvolumeclaims", "secrets", "configmaps", "events", "storageclasses", "namespaces",
+    "customresourcedefinitions", "leases", "serviceaccounts",
+]
+OTHER = "(other)"
+NON_RESOURCE = "(non-resource)"
+
+
+def _schema(name: str, precedence: int, sa_namespace: str, sa_name: str, rule: dict) -> dict:
+    return {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": name, "labels": dict(PART_OF)},
+        "spec": {
+            "priorityLevelConfiguration": {"name": PRIORITY_LEVEL},
+            "matchingPrecedence": precedence,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{
+                "subjects": [{"kind": "ServiceAccount",
+                              "serviceAccount": {"namespace": sa_namespace, "name": sa_name}}],
+                **rule,
+            }],
+        },
+    }
+
+
+def flow_schemas(sa_namespace: str, sa_name: str) -> tuple[list[dict], dict[str, tuple[str, str]]]:
+    """The FlowSchemas, and what each counts: {schema name: (verb, resource)}.
+
+    Precedences sit below the built-in service-accounts schema (9000), so these
+    match first; the specific ones before the per-verb catch-alls."""
+    schemas, meaning = [], {}
+    for verb in VERBS:
+        for resource in RESOURCES:
+            name = f"{PREFIX}-{verb}-{resource.replace('/', '-')}"
+            schemas.append(_schema(name, 1000, sa_namespace, sa_name, {"resourceRules": [{
+                "verbs": [verb], "apiGroups": ["*"], "resources": [resource],
+                "namespaces": ["*"], "clusterScope": True}]}))
+            meaning[name] = (verb, resource)
+    for verb in [*VERBS, "deletecollection"]:
+        name = f"{PREFIX}-{verb}-other"
+        schemas.append(_schema(name, 1100, sa_namespace, sa_name, {"resourceRules": [{
+            "verbs": [verb], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": True}]}))
+        meaning[name] = (verb, OTHER)
+    name = f"{PREFIX}-nonresource"
+    schemas.append(_schema(name, 1200, sa_namespace, sa_name, {"nonResourceRules": [{
+        "verbs": ["*"], "nonResourceURLs": ["*"]}]}))
+    meaning[name] = ("get", NON_RESOURCE)
+    return schemas, meaning
+
+
+METRIC = "apiserver_flowcontrol_dispatched_requests_total"
+
+
+def operator_requests(delta: prom.Samples, meaning: dict[str, tuple[str, str]]) -> dict[str, dict[str, float]]:
+    """{verb: {resource: requests}} the operator made in a window (from a diff of APF counters)."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for schema, count in prom.by_label({k: v for k, v in delta.items() if k[0] == METRIC}, METRIC,
+                                       "flow_schema").items():
+        if schema in meaning:
+            verb, resource = meaning[schema]
+            out[verb][resource] += count
+    return {verb: dict(resources) for verb, resources in out.items()}
+
+
+def reads_writes(by_verb: dict[str, dict[str, float]]) -> tuple[float, float]:
+    reads = sum(sum(r.values()) for v, r in by_verb.items() if v not in WRITE_VERBS)
+    writes = sum(sum(r.values()) for v, r in by_verb.items() if v in WRITE_VERBS)
+    return reads, writes

@@ -1,0 +1,39 @@
+"""Small statistics over per-database latencies (pure)."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+
+def percentile(values: Iterable[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0..100): the smallest value with at least p% of values <= it."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(latencies: dict[str, float], expected: int) -> dict:
+    """p50/p95/max over the databases that got there; `all` only when every one of `expected` did."""
+    values = list(latencies.values())
+    done = len(values)
+    return {
+        "count": done,
+        "expected": expected,
+        "p50": _round(percentile(values, 50)),
+        "p95": _round(percentile(values, 95)),
+        "max": _round(max(values) if values else None),
+        "all": _round(max(values)) if done == expected and values else None,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return round(numerator / denominator, 2)
