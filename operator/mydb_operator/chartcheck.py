@@ -8,7 +8,7 @@ from . import api
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
 from .platform import Platform, PlatformError
-from .reconcile import database_values
+from .values import database_values
 
 SUPPORTED_MAJORS = range(13, 18)
 PROBE = "chart-check"

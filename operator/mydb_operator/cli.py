@@ -16,7 +16,7 @@ from .config import CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
 from .platform import Platform, PlatformError, load_platform
-from .reconcile import database_values
+from .values import database_values
 
 
 def load_database(path: str) -> dict[str, Any]:

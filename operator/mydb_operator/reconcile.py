@@ -14,8 +14,8 @@ from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
 from .observe import Observation, observe
 from .status import Problem, build_status, role_of
-from .platform import Platform, PlatformError, apply_values, denied
-from .values import backups_claim_name, build_values, release_hash
+from .platform import Platform, PlatformError
+from .values import backups_claim_name, database_values, release_hash
 
 log = logging.getLogger(__name__)
 
@@ -25,17 +25,6 @@ class Runtime:
     """What every reconcile shares: the Helm runner and the platform's customization."""
     helm: Helm
     platform: Platform = field(default_factory=Platform)
-
-
-def database_values(name: str, spec: DatabaseSpec, platform: Platform) -> dict[str, Any]:
-    """The values Helm gets for a database: the spec's over the platform's, then the platform's patches.
-
-    The one place values are made, for the operator and for `render`/`values` alike."""
-    refused = denied(platform, spec.postgresql_parameters)
-    if refused:
-        raise SpecError("postgresql.parameters", f"{', '.join(refused)} cannot be set here: the operator "
-                        "manages them, or they trade durability away")
-    return apply_values(platform, build_values(name, spec))
 
 
 @dataclass

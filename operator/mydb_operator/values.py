@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from . import api
-from .model import DatabaseSpec
+from .model import DatabaseSpec, SpecError
+from .platform import Platform, apply_values, denied
 
 
 def credentials_secret_name(release: str) -> str:
@@ -62,6 +63,17 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
             "backup": spec.restore.backup,
         }
     return values
+
+
+def database_values(name: str, spec: DatabaseSpec, platform: Platform) -> dict[str, Any]:
+    """The values Helm gets for a database: the spec's over the platform's, then the platform's patches.
+
+    The one place values are made, for the operator and for `render`/`values` alike."""
+    refused = denied(platform, spec.postgresql_parameters)
+    if refused:
+        raise SpecError("postgresql.parameters", f"{', '.join(refused)} cannot be set here: the operator "
+                        "manages them, or they trade durability away")
+    return apply_values(platform, build_values(name, spec))
 
 
 def release_hash(chart_digest: str, values: dict[str, Any]) -> str:

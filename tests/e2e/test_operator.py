@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -70,7 +71,6 @@ def test_password_stays_in_its_secret(cluster, operator, namespace):
     apply_db(cluster, namespace, "quiet", {"replicas": 1, "version": "16.1", "storage": "1Gi"})
     wait_ready(cluster, namespace, "quiet")
     secret = get_json(cluster, "-n", namespace, "secret", "quiet-credentials")
-    import base64
     password = base64.b64decode(secret["data"]["password"]).decode()
     assert len(password) >= 24
     everything = "\n".join([

@@ -5,7 +5,7 @@ import pytest
 from mydb_operator.chartcheck import missing_objects
 from mydb_operator.model import SpecError, parse_spec
 from mydb_operator.platform import PlatformError, apply_values, denied, merge, parse_platform, patch_objects
-from mydb_operator.reconcile import database_values
+from mydb_operator.values import database_values
 
 SPEC = {"replicas": 3, "version": "15.2", "storage": "10Gi"}
 PLATFORM = {
