@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 # reads the credentials Secret by name), so ConfigMaps are the right storage:
 # the operator then needs no list/watch on Secrets at all.
 HELM_DRIVER = "configmap"
-PENDING_OPERATION = "another operation (install/upgrade/rollback) is in progress"
+# What Helm says of a release a killed run left half-done: pending-install/upgrade/rollback,
+# or "uninstalling" (a recovery of a pending install was itself killed).
+LEFT_HALF_DONE = ("another operation (install/upgrade/rollback) is in progress", "has no deployed releases")
 
 
 def chart_digest(chart_dir: Path, object_patches: Path | None = None) -> str:
@@ -136,13 +138,13 @@ class Helm:
             raise HelmError(_helm_message(error)) from None
 
     async def upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
-        """helm upgrade --install; a release left pending by a crash is recovered once, then retried."""
+        """helm upgrade --install; a release a crash left half-done is recovered once, then retried."""
         try:
             return await self._upgrade(release, namespace, values)
         except helm_errors.Error as error:
-            if PENDING_OPERATION not in _helm_message(error):
+            if not any(sign in _helm_message(error) for sign in LEFT_HALF_DONE):
                 raise HelmError(_helm_message(error)) from None
-        log.warning("release %s/%s is stuck in a pending state: recovering it", namespace, release)
+        log.warning("release %s/%s was left half-done (pending or uninstalling): recovering it", namespace, release)
         try:
             async with self._slots, helm_timer("recover"):
                 await self.client.get_proceedable_revision(release, namespace=namespace)

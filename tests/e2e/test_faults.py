@@ -383,7 +383,7 @@ def test_sigkill_chaos_converges_and_loses_nothing(cluster, operator, namespace)
     removed = [n for n, g in chaos.deleted.items() if g["policy"] == "Delete" and g["claims"]]
     assert retained and removed, f"seed {seed}: no data to keep or remove, the checks proved nothing: {chaos.deleted}"
     assert kills >= 3
-    recovered = operator.log_path.read_text(errors="replace").count("stuck in a pending state")
+    recovered = operator.log_path.read_text(errors="replace").count("was left half-done")
     print(f"chaos summary: seed {seed}, {CHAOS_CRS} CRs, {chaos.operations} CR operations, {kills} SIGKILLs "
           f"({helm_killed} Helm runs killed with it; releases left pending: {sorted(left_pending) or 'none'}; "
           f"pending recoveries logged: {recovered}), {len(chaos.deleted)} deleted ({len(retained)} Retain kept "
@@ -472,22 +472,25 @@ def test_release_stuck_pending_upgrade_or_rollback_is_recovered(cluster, operato
         patch_spec(cluster, namespace, "stuck", {"replicas": replicas})
         assert_recovered(cluster, namespace, "stuck", replicas, above=stuck_at)
         assert condition(cluster, namespace, "stuck", "Ready")["status"] == "True"
-    assert "stuck in a pending state" in operator.log_since_start()
+    assert "was left half-done" in operator.log_since_start()
 
 
-def test_release_stuck_pending_install_is_recovered_keeping_the_data(cluster, operator, namespace):
-    """A first install left pending-install is redone on the next change; claims and credentials survive."""
+def test_release_stuck_pending_install_or_uninstalling_is_recovered_keeping_the_data(cluster, operator, namespace):
+    """A first install left pending-install is redone on the next change; so is one whose recovery (an
+    uninstall) was itself killed, leaving it "uninstalling". Claims and credentials survive both."""
     apply_db(cluster, namespace, "fresh", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
     wait_ready(cluster, namespace, "fresh")
     assert [e["revision"] for e in history(cluster, namespace, "fresh")] == [1]
     claim_uid = get_json(cluster, "-n", namespace, "pvc", "data-fresh-0")["metadata"]["uid"]
     secret_uid = get_json(cluster, "-n", namespace, "secret", "fresh-credentials")["metadata"]["uid"]
-    make_stuck(cluster, namespace, "fresh", "pending-install")
-    patch_spec(cluster, namespace, "fresh", {"replicas": 2})
-    # Nothing of a pending install can be trusted: the release is uninstalled and installed afresh (revision 1).
-    assert_recovered(cluster, namespace, "fresh", 2, above=0)
-    assert get_json(cluster, "-n", namespace, "pvc", "data-fresh-0")["metadata"]["uid"] == claim_uid
-    assert get_json(cluster, "-n", namespace, "secret", "fresh-credentials")["metadata"]["uid"] == secret_uid
+    for state, replicas in (("pending-install", 2), ("uninstalling", 1)):
+        make_stuck(cluster, namespace, "fresh", state)
+        patch_spec(cluster, namespace, "fresh", {"replicas": replicas})
+        # Nothing of a half-done install can be trusted: the release is uninstalled and installed afresh.
+        assert_recovered(cluster, namespace, "fresh", replicas, above=0)
+        assert [e["revision"] for e in history(cluster, namespace, "fresh")] == [1], state
+        assert get_json(cluster, "-n", namespace, "pvc", "data-fresh-0")["metadata"]["uid"] == claim_uid
+        assert get_json(cluster, "-n", namespace, "secret", "fresh-credentials")["metadata"]["uid"] == secret_uid
 
 
 # ------------------------------------------- 4. an upgrade Kubernetes refuses
