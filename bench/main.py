@@ -168,7 +168,7 @@ def wait_goals(what: str, goals: list[tuple[kube.Tracker, str, str]], n: int, ti
         time.sleep(0.2)
 
 
-WATCHED = ("mydatabases", "pods", "services", "statefulsets", "cronjobs", "jobs")  # see handlers.py
+WATCHED = ("mydatabases", "pods", "services", "persistentvolumeclaims", "statefulsets", "cronjobs", "jobs")  # see children.py
 
 
 def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, timeout: float = 60) -> None:

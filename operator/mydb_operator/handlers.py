@@ -1,8 +1,8 @@
 """kopf wiring: thin handlers that hand each MyDatabase to a long-lived reconcile loop.
 
 Each MyDatabase gets one daemon. It reconciles when poked (its spec changed,
-or one of its pods, StatefulSet, Services, CronJob or Jobs changed) and every
-resync interval otherwise; between pokes it sleeps. Helm runs only when the
+or the informers saw one of its pods, claims, StatefulSet, Services, CronJob or
+Jobs change) and every resync interval otherwise; between pokes it sleeps. Helm runs only when the
 values hash differs from the applied one, or when a child object drifted.
 """
 
@@ -17,7 +17,7 @@ import kopf
 import kubernetes
 import urllib3
 
-from . import api, backups, kube, metrics
+from . import api, backups, children, kube, metrics
 from .config import CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
@@ -28,6 +28,7 @@ from .values import credentials_secret_name
 
 log = logging.getLogger(__name__)
 RUNTIME: Runtime | None = None
+INFORMERS: list[children.Informer] = []
 POKES: dict[tuple[str, str], asyncio.Event] = {}
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
 DEBOUNCE = 0.5  # let a burst of pod events (a StatefulSet rolling out) settle into one reconcile
@@ -64,7 +65,11 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     helm = Helm(CONFIG.chart_dir, executable=CONFIG.helm, history_max=CONFIG.history_max,
                 max_parallel=CONFIG.helm_parallel, platform_config=CONFIG.platform_config,
                 post_render=bool(platform.object_patches))
-    RUNTIME = Runtime(helm=helm, platform=platform)
+    loop = asyncio.get_running_loop()
+    store = children.ChildStore(on_change=poke)
+    INFORMERS[:] = children.start_informers(store, CONFIG.namespaces,
+                                            deliver=lambda update, *args: loop.call_soon_threadsafe(update, *args))
+    RUNTIME = Runtime(helm=helm, platform=platform, children=store)
     metrics.serve(CONFIG.metrics_port)
     log.info("chart %s (digest %s), helm %s, platform config %s, metrics on :%s", CONFIG.chart_dir, helm.digest,
              helm.client.version, CONFIG.platform_config or "none", CONFIG.metrics_port or "off")
@@ -146,19 +151,10 @@ def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
         poke(meta.get("namespace"), meta.get("name"))
 
 
-def _child_changed(meta: kopf.Meta, **_: Any) -> None:
-    poke(meta.get("namespace"), (meta.get("labels") or {}).get(api.INSTANCE_LABEL))
-
-
-CHILD_LABELS = {api.NAME_LABEL: api.CHART_NAME, api.INSTANCE_LABEL: kopf.PRESENT}
-for _api_version, _plural in (
-    ("v1", "pods"),
-    ("v1", "services"),
-    ("apps/v1", "statefulsets"),
-    ("batch/v1", "cronjobs"),
-    ("batch/v1", "jobs"),
-):
-    kopf.on.event(_api_version, _plural, labels=CHILD_LABELS, id=f"watch-{_plural}")(_child_changed)
+@kopf.on.cleanup()
+async def stop_informers(**_: Any) -> None:
+    for informer in INFORMERS:
+        informer.stop()
 
 
 @kopf.on.delete(api.GROUP, api.VERSION, api.PLURAL)

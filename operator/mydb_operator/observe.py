@@ -1,52 +1,71 @@
-"""What the cluster says about one database, read through the API (no decisions here)."""
+"""What the cluster says about one database (no decisions here).
+
+Two sources give the same Observation: the informers' cache (children.py),
+which costs no request, and direct API reads, for the moments the cache
+cannot answer (before its first listing) or must not (before acting)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from kubernetes.client.exceptions import ApiException
 
 from . import api, clients
 
+Object = dict[str, Any]
+
 
 @dataclass(frozen=True)
 class Observation:
-    statefulset: dict[str, Any] | None = None
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    cronjob: dict[str, Any] | None = None
-    jobs: list[dict[str, Any]] = field(default_factory=list)
+    statefulset: Object | None = None
+    pods: list[Object] = field(default_factory=list)
+    cronjob: Object | None = None
+    jobs: list[Object] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
-    claims: list[dict[str, Any]] = field(default_factory=list)  # the pods' data claims
+    claims: list[Object] = field(default_factory=list)  # the pods' data claims
 
 
-def _get_or_none(read, *args) -> dict[str, Any] | None:
-    try:
-        return clients.raw(read, *args)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
+def _name(obj: Object) -> str:
+    return obj["metadata"]["name"]
 
 
-def _observe(release: str, namespace: str) -> Observation:
-    core, apps, batch = clients.core(), clients.apps(), clients.batch()
-    selector = api.label_selector(api.selector_labels(release))
-
-    def listed(call) -> list[dict[str, Any]]:
-        return clients.raw(call, namespace, label_selector=selector)["items"]
-    pods = listed(core.list_namespaced_pod)
-    claims = listed(core.list_namespaced_persistent_volume_claim)
+def assemble(release: str, *, statefulsets: Iterable[Object], pods: Iterable[Object], cronjobs: Iterable[Object],
+             jobs: Iterable[Object], services: Iterable[Object], claims: Iterable[Object]) -> Observation:
+    """One database's Observation from objects that carry its selector labels."""
     return Observation(
-        statefulset=_get_or_none(apps.read_namespaced_stateful_set, release, namespace),
-        pods=[p for p in pods if p["metadata"]["name"].rsplit("-", 1)[0] == release],
-        cronjob=_get_or_none(batch.read_namespaced_cron_job, f"{release}-backup", namespace),
-        jobs=listed(batch.list_namespaced_job),
-        services=[s["metadata"]["name"] for s in listed(core.list_namespaced_service)],
-        claims=[c for c in claims if c["metadata"]["name"].startswith(f"data-{release}-")],
+        statefulset=next((s for s in statefulsets if _name(s) == release), None),
+        pods=sorted((p for p in pods if _name(p).rsplit("-", 1)[0] == release), key=_name),
+        cronjob=next((c for c in cronjobs if _name(c) == f"{release}-backup"), None),
+        jobs=sorted(jobs, key=_name),
+        services=sorted(_name(s) for s in services),
+        claims=sorted((c for c in claims if _name(c).startswith(f"data-{release}-")), key=_name),
     )
 
 
-async def observe(release: str, namespace: str) -> Observation:
-    return await asyncio.to_thread(_observe, release, namespace)
+def read(release: str, namespace: str) -> Observation:
+    """Straight from the API: four label-selected lists and two reads by name."""
+    core, apps, batch = clients.core(), clients.apps(), clients.batch()
+    selector = api.label_selector(api.selector_labels(release))
+
+    def listed(call) -> list[Object]:
+        return clients.raw(call, namespace, label_selector=selector)["items"]
+
+    def by_name(read_call, name: str) -> list[Object]:
+        try:
+            return [clients.raw(read_call, name, namespace)]
+        except ApiException as error:
+            if error.status == 404:
+                return []
+            raise
+    return assemble(
+        release, pods=listed(core.list_namespaced_pod), claims=listed(core.list_namespaced_persistent_volume_claim),
+        statefulsets=by_name(apps.read_namespaced_stateful_set, release),
+        cronjobs=by_name(batch.read_namespaced_cron_job, f"{release}-backup"),
+        jobs=listed(batch.list_namespaced_job), services=listed(core.list_namespaced_service),
+    )
+
+
+async def read_fresh(release: str, namespace: str) -> Observation:
+    return await asyncio.to_thread(read, release, namespace)

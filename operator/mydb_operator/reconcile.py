@@ -12,7 +12,8 @@ from . import api, backups, kube, lifecycle
 from .credentials import credentials_secret, missing_keys
 from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
-from .observe import Observation, observe
+from .children import ChildStore
+from .observe import Observation, read_fresh
 from .status import Problem, build_status, role_of
 from .platform import Platform, PlatformError
 from .values import backups_claim_name, database_values, release_hash
@@ -25,6 +26,15 @@ class Runtime:
     """What every reconcile shares: the Helm runner and the platform's customization."""
     helm: Helm
     platform: Platform = field(default_factory=Platform)
+    children: ChildStore | None = None  # the informers' cache; None: every observation reads the API
+
+
+async def observe_fresh(name: str, namespace: str, runtime: Runtime) -> Observation:
+    """From the API, for decisions that act; the cache then waits to catch up with what it saw."""
+    seen = await read_fresh(name, namespace)
+    if runtime.children is not None:
+        runtime.children.await_statefulset(namespace, name, seen)
+    return seen
 
 
 @dataclass
@@ -131,8 +141,12 @@ class Converged:
 
 
 async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observation,
-                   applied: dict[str, Any] | None, operation: dict[str, Any] | None, runtime: Runtime) -> Converged:
-    """Run Helm if the values changed or a child drifted; grow storage first when asked."""
+                   applied: dict[str, Any] | None, operation: dict[str, Any] | None, runtime: Runtime,
+                   fresh: bool = False) -> Converged:
+    """Run Helm if the values changed or a child drifted; grow storage first when asked.
+
+    `seen` may come from the cache; anything that acts is decided again on a
+    fresh read (fresh=True), so a cache a moment behind never runs Helm."""
     helm = runtime.helm
     done = Converged(seen=seen, applied=applied, operation=operation)
     effective, storage, refusal = await plan_changes(spec, seen)
@@ -152,6 +166,9 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
             return done  # the usual case: nothing to do, no Helm, no writes
     else:
         why = "first install" if not applied else "spec or chart changed"
+    if not fresh:
+        return await converge(name, namespace, spec, await observe_fresh(name, namespace, runtime), applied,
+                              operation, runtime, fresh=True)
 
     blocker = await missing_prerequisite(namespace, spec, seen, first_install=not applied)
     if blocker is None:
@@ -175,7 +192,7 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
     done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, why)
     done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {why}"))
-    done.seen = await observe(name, namespace)
+    done.seen = await observe_fresh(name, namespace, runtime)
     return done
 
 
@@ -208,7 +225,8 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     meta = body["metadata"]
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
-    seen = await observe(name, namespace)
+    cached = runtime.children.observation(name, namespace) if runtime.children else None
+    seen = cached if cached is not None else await observe_fresh(name, namespace, runtime)
     try:
         spec = parse_spec(body.get("spec") or {})
     except SpecError as error:
@@ -216,7 +234,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
                                      problem=Problem("InvalidSpec", str(error)))
     else:
         done = await converge(name, namespace, spec, seen, previous.get("release"),
-                              previous.get("lastOperation"), runtime)
+                              previous.get("lastOperation"), runtime, fresh=cached is None)
     await label_roles(namespace, done.seen.pods)
     on_demand, backup_events = await backup_on_demand(name, namespace, meta.get("annotations") or {}, previous,
                                                       done.seen)
