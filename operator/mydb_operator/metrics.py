@@ -19,6 +19,8 @@ HELM_SECONDS = Histogram("mydb_helm_duration_seconds", "Time of one Helm subproc
 ERRORS = Counter("mydb_errors_total", "Problems met while reconciling, by reason.", ["reason"])
 DATABASES = Gauge("mydb_databases", "MyDatabases by phase.", ["phase"])
 STATUS_WRITES = Counter("mydb_status_patches_total", "Status patches written.")
+OBSERVATIONS = Counter("mydb_observations_total", "Looks at one database's objects, by source: "
+                       "the informers' cache (no request) or the API (six reads).", ["source"])
 
 _phases: dict[tuple[str, str], str] = {}
 _reported: set[str] = set()

@@ -8,11 +8,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import api, backups, kube, lifecycle
+from . import api, backups, kube, lifecycle, metrics
+from .children import ChildStore
 from .credentials import credentials_secret, missing_keys
 from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
-from .children import ChildStore
 from .observe import Observation, read_fresh
 from .status import Problem, build_status, role_of
 from .platform import Platform, PlatformError
@@ -32,6 +32,7 @@ class Runtime:
 async def observe_fresh(name: str, namespace: str, runtime: Runtime) -> Observation:
     """From the API, for decisions that act; the cache then waits to catch up with what it saw."""
     seen = await read_fresh(name, namespace)
+    metrics.OBSERVATIONS.labels("api").inc()
     if runtime.children is not None:
         runtime.children.await_statefulset(namespace, name, seen)
     return seen
@@ -226,6 +227,8 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
     cached = runtime.children.observation(name, namespace) if runtime.children else None
+    if cached is not None:
+        metrics.OBSERVATIONS.labels("cache").inc()
     seen = cached if cached is not None else await observe_fresh(name, namespace, runtime)
     try:
         spec = parse_spec(body.get("spec") or {})

@@ -7,6 +7,7 @@ it runs) makes is checked against the RBAC that chart ships, not admin's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -94,6 +95,22 @@ class OperatorProcess:
     def log_since_start(self) -> str:
         text = self.log_path.read_text(errors="replace")
         return text.rsplit(f"===== operator start #{self.starts} =====", 1)[-1]
+
+
+@contextlib.contextmanager
+def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, **env: str):
+    """Run a second operator (own log, own environment, this namespace only) while the shared one is stopped.
+
+    The shared operator is started again afterwards, so the other tests keep working."""
+    own = OperatorProcess(cluster=operator.cluster, kubeconfig=operator.kubeconfig,
+                          log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace])
+    operator.stop()
+    try:
+        own.start()
+        yield own
+    finally:
+        own.stop()
+        operator.start()
 
 
 def descendants(pid: int) -> list[int]:

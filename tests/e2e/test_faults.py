@@ -9,7 +9,6 @@ it proves in its docstring.
 from __future__ import annotations
 
 import base64
-import contextlib
 import gzip
 import json
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from .conftest import OperatorProcess, descendants, wait_ready
+from .conftest import OperatorProcess, descendants, operator_instead, wait_ready
 from .test_lifecycle import condition, patch_spec, status
 from .test_operator import apply_db, helm
 from .waiting import get_json, wait_for
@@ -100,22 +99,6 @@ def warning_events(cluster, namespace: str, name: str, reason: str) -> list[dict
 def event_count(events: list[dict]) -> int:
     """How many times these Events were posted (an Event may be a series with count > 1)."""
     return sum(max(e.get("count") or 1, (e.get("series") or {}).get("count") or 0) for e in events)
-
-
-@contextlib.contextmanager
-def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, **env: str):
-    """Run a second operator (own log, own environment, this namespace only) while the shared one is stopped.
-
-    The shared operator is started again afterwards, so the other tests keep working."""
-    own = OperatorProcess(cluster=operator.cluster, kubeconfig=operator.kubeconfig,
-                          log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace])
-    operator.stop()
-    try:
-        own.start()
-        yield own
-    finally:
-        own.stop()
-        operator.start()
 
 
 def cmdline(pid: int) -> bytes:

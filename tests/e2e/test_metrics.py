@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import urllib.request
 
 import pytest
 
-from .conftest import wait_ready
+from .conftest import operator_instead, wait_ready
 from .test_operator import apply_db
+from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -38,3 +40,30 @@ def test_metrics_count_reconciles_and_helm_runs(cluster, operator, namespace):
     assert moved('mydb_helm_duration_seconds_sum{command="upgrade"}') > 0
     assert moved("mydb_status_patches_total") >= 1
     assert after['mydb_databases{phase="Running"}'] >= 1
+
+
+def test_idle_resyncs_read_the_informers_cache_and_drift_is_confirmed_on_the_api(cluster, operator, namespace):
+    """A Ready database's resyncs look at the informers' cache: no API read, no Helm run, no status write.
+
+    A hand edit is still seen (from the cache) and repaired, after one fresh read from the API."""
+    with operator_instead(operator, namespace, "operator-e2e-idle.log") as own:
+        apply_db(cluster, namespace, "quiet", {"replicas": 2, "version": "15.2", "storage": "1Gi"})
+        wait_ready(cluster, namespace, "quiet")
+        time.sleep(2)  # the last pod events settle
+        before = scrape(own.metrics_port)
+        time.sleep(2.5 * own.resync)
+        after = scrape(own.metrics_port)
+
+        def moved(name: str, since: dict[str, float] = before, until: dict[str, float] = after) -> float:
+            return until.get(name, 0) - since.get(name, 0)
+        assert moved('mydb_observations_total{source="cache"}') >= 2
+        assert moved('mydb_observations_total{source="api"}') == 0
+        assert moved('mydb_helm_invocations_total{command="upgrade",result="success"}') == 0
+        assert moved("mydb_status_patches_total") == 0
+
+        cluster.kubectl("scale", "-n", namespace, "statefulset/quiet", "--replicas=1")
+        wait_for("the hand edit reverted",
+                 lambda: get_json(cluster, "-n", namespace, "statefulset", "quiet")["spec"]["replicas"] == 2)
+        repaired = scrape(own.metrics_port)
+        assert moved('mydb_observations_total{source="api"}', after, repaired) >= 1
+        assert moved('mydb_helm_invocations_total{command="upgrade",result="success"}', after, repaired) == 1
