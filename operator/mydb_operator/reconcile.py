@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import logging
@@ -27,6 +28,7 @@ class Runtime:
     helm: Helm
     platform: Platform = field(default_factory=Platform)
     children: ChildStore | None = None  # the informers' cache; None: every observation reads the API
+    acting: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))  # see converge()
 
 
 async def observe_fresh(name: str, namespace: str, runtime: Runtime) -> Observation:
@@ -141,36 +143,65 @@ class Converged:
     storage_blocked: str | None = None  # the database runs; only the growth waits
 
 
+@dataclass
+class Decision:
+    """What converge() makes of one observation: why Helm must run (None: it need not), and with what."""
+    why: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    wanted: str = ""  # the release hash of `values`
+    repair: bool = False  # the values are applied already; the live objects drifted
+    effective: DatabaseSpec | None = None  # the spec Helm may apply now (held-back parts at their running value)
+    storage: lifecycle.StoragePlan | None = None
+    problem: Problem | None = None
+    storage_blocked: str | None = None
+
+
+async def decide(name: str, spec: DatabaseSpec, seen: Observation, applied: dict[str, Any] | None,
+                 runtime: Runtime) -> Decision:
+    effective, storage, refusal = await plan_changes(spec, seen)
+    decision = Decision(effective=effective, storage=storage, storage_blocked=storage.refusal,
+                        problem=Problem("ChangeRefused", refusal) if refusal else None)
+    try:
+        decision.values = database_values(name, effective, runtime.platform)
+    except (SpecError, PlatformError) as error:
+        decision.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
+        return decision
+    decision.wanted = release_hash(runtime.helm.digest, decision.values)
+    decision.repair = bool(applied and applied.get("appliedHash") == decision.wanted)
+    if decision.repair:
+        decision.why = drift(effective, decision.values, seen, name)  # usually None: nothing to do
+    else:
+        decision.why = "first install" if not applied else "spec or chart changed"
+    return decision
+
+
 async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observation,
                    applied: dict[str, Any] | None, operation: dict[str, Any] | None, runtime: Runtime,
                    fresh: bool = False) -> Converged:
     """Run Helm if the values changed or a child drifted; grow storage first when asked.
 
-    `seen` may come from the cache; anything that acts is decided again on a
-    fresh read (fresh=True), so a cache a moment behind never runs Helm."""
-    helm = runtime.helm
-    done = Converged(seen=seen, applied=applied, operation=operation)
-    effective, storage, refusal = await plan_changes(spec, seen)
-    done.storage_blocked = storage.refusal
-    if refusal:
-        done.problem = Problem("ChangeRefused", refusal)
-    try:
-        values = database_values(name, effective, runtime.platform)
-    except (SpecError, PlatformError) as error:
-        done.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
-        return done
-    wanted = release_hash(helm.digest, values)
-    repair = bool(applied and applied.get("appliedHash") == wanted)
-    if repair:
-        why = drift(effective, values, seen, name)
-        if why is None:
-            return done  # the usual case: nothing to do, no Helm, no writes
-    else:
-        why = "first install" if not applied else "spec or chart changed"
-    if not fresh:
-        return await converge(name, namespace, spec, await observe_fresh(name, namespace, runtime), applied,
-                              operation, runtime, fresh=True)
+    `seen` may come from the cache (fresh=False); anything that acts is decided
+    again on a fresh API read, so a cache a moment behind never runs Helm."""
+    decision = await decide(name, spec, seen, applied, runtime)
+    if decision.why is None:
+        return Converged(seen, applied, operation, problem=decision.problem, storage_blocked=decision.storage_blocked)
+    # Only a few databases act at once: hundreds of reconciles waiting for a Helm
+    # slot, each holding a fresh read of whole objects, were most of the peak memory.
+    async with runtime.acting:
+        if not fresh:
+            seen = await observe_fresh(name, namespace, runtime)
+            decision = await decide(name, spec, seen, applied, runtime)
+            if decision.why is None:
+                return Converged(seen, applied, operation, problem=decision.problem,
+                                 storage_blocked=decision.storage_blocked)
+        return await act(name, namespace, spec, seen, applied, operation, decision, runtime)
 
+
+async def act(name: str, namespace: str, spec: DatabaseSpec, seen: Observation, applied: dict[str, Any] | None,
+              operation: dict[str, Any] | None, decision: Decision, runtime: Runtime) -> Converged:
+    """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
+    done = Converged(seen=seen, applied=applied, operation=operation, problem=decision.problem,
+                     storage_blocked=decision.storage_blocked)
     blocker = await missing_prerequisite(namespace, spec, seen, first_install=not applied)
     if blocker is None:
         created, blocker = await ensure_credentials(name, namespace, spec, first_install=not applied)
@@ -180,19 +211,19 @@ async def converge(name: str, namespace: str, spec: DatabaseSpec, seen: Observat
         done.problem = blocker
         return done
     try:
-        if storage.grow:
+        if decision.storage.grow:
             done.events.append(("Normal", "Resizing", await grow_storage(name, namespace, spec.storage, seen)))
-        result = await helm.upgrade(name, namespace, values)
+        result = await runtime.helm.upgrade(name, namespace, decision.values)
     except (HelmError, TimeoutError) as error:
         done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
         return done
-    summary = lifecycle.applied_summary(effective)
-    kind = lifecycle.operation_kind((applied or {}).get("spec"), summary, repair)
+    summary = lifecycle.applied_summary(decision.effective)
+    kind = lifecycle.operation_kind((applied or {}).get("spec"), summary, decision.repair)
     done.applied = {"name": result.name, "revision": result.revision, "chart": result.chart,
-                    "appliedHash": wanted, "status": result.status, "spec": summary}
+                    "appliedHash": decision.wanted, "status": result.status, "spec": summary}
     done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
-    log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, why)
-    done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {why}"))
+    log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
+    done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
     done.seen = await observe_fresh(name, namespace, runtime)
     return done
 

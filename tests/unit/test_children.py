@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mydb_operator.children import KINDS, ChildStore
@@ -39,7 +40,7 @@ def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
     store.apply("statefulsets", "ADDED", obj("db", spec={"replicas": 3}))
     store.apply("statefulsets", "ADDED", obj("db2", instance="db2"))
     store.apply("pods", "ADDED", obj("db-1"))
-    store.apply("pods", "ADDED", obj("db-0"))
+    store.apply("pods", "ADDED", obj("db-0", spec={"containers": []}, status={"phase": "Running"}))
     store.apply("pods", "ADDED", obj("db2-0", instance="db2"))
     store.apply("services", "ADDED", obj("db-ro"))
     store.apply("services", "ADDED", obj("db"))
@@ -51,6 +52,7 @@ def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
     assert seen.statefulset["spec"] == {"replicas": 3}
     assert "managedFields" not in seen.statefulset["metadata"]
     assert [p["metadata"]["name"] for p in seen.pods] == ["db-0", "db-1"]
+    assert seen.pods[0]["status"] == {"phase": "Running"} and "spec" not in seen.pods[0]  # never read
     assert seen.services == ["db", "db-ro"]
     assert seen.cronjob["metadata"]["name"] == "db-backup"
     assert [c["metadata"]["name"] for c in seen.claims] == ["data-db-0"]
@@ -124,3 +126,12 @@ def test_waiting_ends_with_a_later_listing_or_a_deletion_and_never_starts_when_c
     assert store.observation("db", "ns") is not None  # the watch was first
     store.await_statefulset("ns", "db", Observation())  # the API shows none: nothing to wait for
     assert store.observation("db", "ns") is not None
+
+
+def test_cached_objects_share_their_strings() -> None:
+    store = synced_store([])
+    for name in ("db-0", "db-1"):  # parsed apart, as two watch events are
+        store.apply("pods", "ADDED", json.loads(json.dumps(obj(name, status={"phase": "Running"}))))
+    first, second = store.observation("db", "ns").pods
+    assert first["status"]["phase"] is second["status"]["phase"]
+    assert next(iter(first["status"])) is next(iter(second["status"]))
