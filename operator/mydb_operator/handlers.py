@@ -31,7 +31,7 @@ RUNTIME: Runtime | None = None
 INFORMERS: list[children.Informer] = []
 POKES: dict[tuple[str, str], asyncio.Event] = {}
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
-DEBOUNCE = 0.5  # let a burst of pod events (a StatefulSet rolling out) settle into one reconcile
+DEBOUNCE = 0.5  # seconds between reconciles of one database, so a burst of events becomes one
 
 
 def poke(namespace: str | None, name: str | None) -> None:
@@ -126,7 +126,9 @@ async def run_database(body: kopf.Body, name: str, namespace: str, stopped: kopf
                             getattr(error, "reason", None) or type(error).__name__, delay)
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
             if await sleep_until_poked(wake, stopped, delay):
-                await asyncio.sleep(DEBOUNCE)
+                # At most one reconcile per DEBOUNCE: a burst of events folds into one, while
+                # a change after a quiet spell (the last pod turning Ready) is handled at once.
+                await asyncio.sleep(max(0.0, DEBOUNCE - (time.perf_counter() - started)))
     finally:
         if POKES.get(key) is wake:
             del POKES[key]
