@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import os
 import sys
 from pathlib import Path
@@ -77,7 +78,27 @@ def preflight() -> None:
                          + "\n  ".join(problems))
 
 
+M_ARENA_MAX = -8  # glibc's mallopt() parameter number
+
+
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """Two malloc arenas instead of glibc's up to 8 per core.
+
+    Every thread that allocates may get its own arena (informers, kopf's and
+    asyncio's executors, subprocess watchers), and freed memory stays behind in
+    each: make bench measured the operator's peak RSS at 300 databases anywhere
+    from 171 to 220 MB with the same code. MALLOC_ARENA_MAX in the environment wins."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc: musl and others have no per-thread arenas to limit
+    libc.mallopt(M_ARENA_MAX, arenas)
+
+
 def cmd_run(args: argparse.Namespace) -> None:
+    limit_malloc_arenas()  # first: before any thread starts
     import kopf
 
     from . import handlers  # noqa: F401  (registers the handlers)
