@@ -131,6 +131,8 @@ def window(before: Snapshot, after: Snapshot, meaning: dict, n: int) -> dict[str
         "helm_failures": round(prom.total(op_delta, "mydb_helm_invocations_total", result="error")),
         "reconciles": round(prom.total(op_delta, "mydb_reconciles_total")),
         "status_patches": round(prom.total(op_delta, "mydb_status_patches_total")),
+        "observations": {source: round(count) for source, count
+                         in prom.by_label(op_delta, "mydb_observations_total", "source").items()},
         "operator_api": {"reads": round(op_reads), "writes": round(op_writes),
                          "reads_per_db": round(op_reads / n, 2), "writes_per_db": round(op_writes / n, 2),
                          "by_verb": _rounded(operator_requests)},

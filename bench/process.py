@@ -19,7 +19,7 @@ from . import prom
 
 REPO = Path(__file__).resolve().parents[1]
 OPERATOR_METRICS = ("mydb_helm_invocations_total", "mydb_reconciles_total", "mydb_status_patches_total",
-                    "mydb_errors_total")
+                    "mydb_errors_total", "mydb_observations_total")
 MB = 1024 * 1024
 
 
