@@ -170,7 +170,8 @@ def wait_goals(what: str, goals: list[tuple[kube.Tracker, str, str]], n: int, ti
         time.sleep(0.2)
 
 
-WATCHED = ("mydatabases", "pods", "services", "persistentvolumeclaims", "statefulsets", "cronjobs", "jobs")  # see children.py
+# MyDatabases (kopf) and the six informers of children.py
+WATCHED = ("mydatabases", "pods", "services", "persistentvolumeclaims", "statefulsets", "cronjobs", "jobs")
 
 
 def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, timeout: float = 60) -> None:
