@@ -69,8 +69,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     store = children.ChildStore(on_change=poke)
     INFORMERS[:] = children.start_informers(store, CONFIG.namespaces,
                                             deliver=lambda update, *args: loop.call_soon_threadsafe(update, *args))
-    # Twice the Helm slots: the next databases read and prepare while Helm runs for others.
-    RUNTIME = Runtime(helm=helm, platform=platform, children=store, acting=asyncio.Semaphore(2 * CONFIG.helm_parallel))
+    RUNTIME = Runtime(helm=helm, children=store, platform=platform)
     metrics.serve(CONFIG.metrics_port)
     log.info("chart %s (digest %s), helm %s, platform config %s, metrics on :%s", CONFIG.chart_dir, helm.digest,
              helm.client.version, CONFIG.platform_config or "none", CONFIG.metrics_port or "off")

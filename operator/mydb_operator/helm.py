@@ -73,9 +73,10 @@ class OperatorCommand(pyhelm3.Command):
         self._post_renderer = post_renderer
 
     async def run(self, command: list[str], input: bytes | None = None) -> bytes:
-        if command and command[0] == "upgrade":
+        verb = command[0] if command else ""
+        if verb == "upgrade":
             command = [*command, SKIP_CLIENT_VALIDATION]
-        if not (self._post_renderer and command and command[0] in ("upgrade", "template")):
+        if not (self._post_renderer and verb in ("upgrade", "template")):
             return await super().run(command, input)
         name, config = self._post_renderer
         with tempfile.TemporaryDirectory(prefix="mydb-postrender-") as scratch:
@@ -116,6 +117,7 @@ class Helm:
         self._chart_lock = asyncio.Lock()
         # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
         # queue instead of starving the API server on a small machine.
+        self.max_parallel = max_parallel
         self._slots = asyncio.Semaphore(max_parallel)
 
     async def chart(self) -> pyhelm3.Chart:

@@ -6,13 +6,11 @@ cannot answer (before its first listing) or must not (before acting)."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from kubernetes.client.exceptions import ApiException
-
 from . import api, clients
+from .kube import threaded, tolerating
 
 Object = dict[str, Any]
 
@@ -44,6 +42,7 @@ def assemble(release: str, *, statefulsets: Iterable[Object], pods: Iterable[Obj
     )
 
 
+@threaded
 def read(release: str, namespace: str) -> Observation:
     """Straight from the API: four label-selected lists and two reads by name."""
     core, apps, batch = clients.core(), clients.apps(), clients.batch()
@@ -53,19 +52,12 @@ def read(release: str, namespace: str) -> Observation:
         return clients.raw(call, namespace, label_selector=selector)["items"]
 
     def by_name(read_call, name: str) -> list[Object]:
-        try:
+        with tolerating(404):
             return [clients.raw(read_call, name, namespace)]
-        except ApiException as error:
-            if error.status == 404:
-                return []
-            raise
+        return []
     return assemble(
         release, pods=listed(core.list_namespaced_pod), claims=listed(core.list_namespaced_persistent_volume_claim),
         statefulsets=by_name(apps.read_namespaced_stateful_set, release),
         cronjobs=by_name(batch.read_namespaced_cron_job, f"{release}-backup"),
         jobs=listed(batch.list_namespaced_job), services=listed(core.list_namespaced_service),
     )
-
-
-async def read_fresh(release: str, namespace: str) -> Observation:
-    return await asyncio.to_thread(read, release, namespace)

@@ -9,12 +9,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import api, backups, kube, lifecycle, metrics
+from . import api, backups, kube, lifecycle, metrics, observe
 from .children import ChildStore
 from .credentials import credentials_secret, missing_keys
 from .helm import Helm, HelmError
 from .model import DatabaseSpec, SpecError, parse_spec
-from .observe import Observation, read_fresh
+from .observe import Observation
 from .status import Problem, build_status, role_of
 from .platform import Platform, PlatformError
 from .values import backups_claim_name, database_values, release_hash
@@ -24,19 +24,23 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Runtime:
-    """What every reconcile shares: the Helm runner and the platform's customization."""
+    """What every reconcile shares: Helm, the informers' cache and the platform's customization."""
     helm: Helm
+    children: ChildStore
     platform: Platform = field(default_factory=Platform)
-    children: ChildStore | None = None  # the informers' cache; None: every observation reads the API
-    acting: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(8))  # see converge()
+    # Twice the Helm slots may act at once (see converge()): the next databases
+    # read and prepare while Helm runs for others.
+    acting: asyncio.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "acting", asyncio.Semaphore(2 * self.helm.max_parallel))
 
 
 async def observe_fresh(name: str, namespace: str, runtime: Runtime) -> Observation:
     """From the API, for decisions that act; the cache then waits to catch up with what it saw."""
-    seen = await read_fresh(name, namespace)
+    seen = await observe.read(name, namespace)
     metrics.OBSERVATIONS.labels("api").inc()
-    if runtime.children is not None:
-        runtime.children.await_statefulset(namespace, name, seen)
+    runtime.children.await_statefulset(namespace, name, seen)
     return seen
 
 
@@ -257,7 +261,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     meta = body["metadata"]
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
-    cached = runtime.children.observation(name, namespace) if runtime.children else None
+    cached = runtime.children.observation(name, namespace)
     if cached is not None:
         metrics.OBSERVATIONS.labels("cache").inc()
     seen = cached if cached is not None else await observe_fresh(name, namespace, runtime)
