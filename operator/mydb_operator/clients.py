@@ -41,3 +41,9 @@ def custom() -> client.CustomObjectsApi:
 def raw(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The API's JSON as plain dicts: no model objects built only to be turned back into dicts."""
     return json.loads(call(*args, _preload_content=False, **kwargs).data)
+
+
+def send(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """A write whose answer is not used: the body is drained, so the connection goes back
+    to the pool, but never parsed (building a V1Pod for a label patch cost more than the patch)."""
+    call(*args, _preload_content=False, **kwargs).data

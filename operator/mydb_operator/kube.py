@@ -53,7 +53,8 @@ def _found(status: int, call: Callable[[], Any]) -> bool:
 @threaded
 def create_secret_once(body: dict[str, Any]) -> bool:
     """Create the Secret unless it exists (never overwrite a password); True when created now."""
-    return _found(409, lambda: clients.core().create_namespaced_secret(body["metadata"]["namespace"], body))
+    return _found(409, lambda: clients.send(clients.core().create_namespaced_secret, body["metadata"]["namespace"],
+                                            body))
 
 
 @threaded
@@ -67,16 +68,16 @@ def read_secret(namespace: str, name: str) -> dict[str, Any] | None:
 @threaded
 def label_pod(namespace: str, name: str, key: str, value: str) -> None:
     with tolerating(404):  # a pod that just went away needs no label
-        clients.core().patch_namespaced_pod(name, namespace, {"metadata": {"labels": {key: value}}},
-                                            _content_type=MERGE_PATCH)
+        clients.send(clients.core().patch_namespaced_pod, name, namespace, {"metadata": {"labels": {key: value}}},
+                     _content_type=MERGE_PATCH)
 
 
 @threaded
 def patch_status(namespace: str, name: str, status: dict[str, Any]) -> None:
     """A merge patch of .status: it carries no resourceVersion, so it cannot conflict."""
     with tolerating(404):  # the MyDatabase (or its namespace) is gone: nothing to report on
-        clients.custom().patch_namespaced_custom_object_status(
-            api.GROUP, api.VERSION, namespace, api.PLURAL, name, {"status": status}, _content_type=MERGE_PATCH)
+        clients.send(clients.custom().patch_namespaced_custom_object_status, api.GROUP, api.VERSION, namespace,
+                     api.PLURAL, name, {"status": status}, _content_type=MERGE_PATCH)
 
 
 @threaded
@@ -115,8 +116,8 @@ def default_storage_class() -> dict[str, Any] | None:
 
 @threaded
 def grow_claim(namespace: str, name: str, size: str) -> None:
-    clients.core().patch_namespaced_persistent_volume_claim(
-        name, namespace, {"spec": {"resources": {"requests": {"storage": size}}}}, _content_type=MERGE_PATCH)
+    clients.send(clients.core().patch_namespaced_persistent_volume_claim, name, namespace,
+                 {"spec": {"resources": {"requests": {"storage": size}}}}, _content_type=MERGE_PATCH)
 
 
 @threaded
@@ -136,10 +137,11 @@ def orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None
 
 @threaded
 def claim_exists(namespace: str, name: str) -> bool:
-    return _found(404, lambda: clients.core().read_namespaced_persistent_volume_claim(name, namespace))
+    return _found(404, lambda: clients.send(clients.core().read_namespaced_persistent_volume_claim, name, namespace))
 
 
 @threaded
 def create_job_once(body: dict[str, Any]) -> bool:
     """Create the Job unless it exists (made for this request before a restart); True when created now."""
-    return _found(409, lambda: clients.batch().create_namespaced_job(body["metadata"]["namespace"], body))
+    return _found(409, lambda: clients.send(clients.batch().create_namespaced_job, body["metadata"]["namespace"],
+                                            body))
