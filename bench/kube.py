@@ -259,6 +259,13 @@ def cr_ready(obj: dict, min_revision: int = 1) -> bool:
             and cr_revision(obj) >= min_revision)
 
 
+def cr_hibernated(obj: dict) -> bool:
+    """Phase Hibernated for the current generation, at helm revision >= 1."""
+    status = obj.get("status") or {}
+    return (status.get("phase") == "Hibernated" and cr_revision(obj) >= 1
+            and status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 1))
+
+
 def helm_release_deployed(obj: dict, min_revision: int = 1) -> bool:
     """A Helm release record (configmap driver) in status deployed, at revision >= min_revision."""
     labels = obj["metadata"].get("labels") or {}

@@ -95,9 +95,12 @@ def machine_facts(cluster: kube.Cluster, bins: str) -> dict[str, Any]:
     }
 
 
-def database(name: str, schedule: str) -> dict:
+def database(name: str, schedule: str, hibernate: bool = False) -> dict:
+    spec = {"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": schedule}}
+    if hibernate:
+        spec["hibernate"] = True  # StatefulSet at 0 replicas: no pod to schedule or wait for
     return {"apiVersion": f"{kube.GROUP}/{kube.VERSION}", "kind": kube.KIND, "metadata": {"name": name},
-            "spec": {"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": schedule}}}
+            "spec": spec}
 
 
 # --------------------------------------------------------------- measuring
@@ -185,6 +188,16 @@ def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, ti
     log(f"the operator did not open all its watches within {timeout:.0f}s; going on")
 
 
+def start_operator(ctx: argparse.Namespace, log_name: str) -> OperatorProcess:
+    """The operator as a child process, once it watches everything (start-up is not part of a wave)."""
+    operator = OperatorProcess(ctx.sa_kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / log_name,
+                               resync=ctx.resync, helm_parallel=ctx.parallel)
+    started = ctx.cluster.apiserver_metrics()
+    operator.start()
+    wait_watching(ctx.cluster, started, ctx.meaning)
+    return operator
+
+
 def latencies(tracker: kube.Tracker, goal: str, t0: float) -> dict[str, float]:
     return {key: t - t0 for key, t in tracker.met(goal).items()}
 
@@ -208,16 +221,12 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), releases, "owner=helm"),
         kube.start_watch(functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets),
     ]
-    operator = OperatorProcess(ctx.sa_kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / f"operator-{n}.log",
-                               resync=ctx.resync, helm_parallel=ctx.parallel)
     result: dict[str, Any] = {"namespace": namespace}
-    sampler = None
+    operator = sampler = None
     try:
-        started = cluster.apiserver_metrics()
-        operator.start()
+        operator = start_operator(ctx, f"operator-{n}.log")
         sampler = Sampler(operator.pid, interval=ctx.sample_interval)
         sampler.start()
-        wait_watching(cluster, started, ctx.meaning)
         log(f"N={n}: operator started and watching (pid {operator.pid}, metrics :{operator.metrics_port}, "
             f"resync {ctx.resync:.0f}s)")
         timeout = ctx.timeout or 120 + 2.0 * n
@@ -300,12 +309,59 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
             result["memory"] = {"overall": sampler.overall.as_dict(),
                                 **{phase: peaks.as_dict() for phase, peaks in sampler.peaks.items()},
                                 "series": sampler.series}
-        operator.stop()
         for watch in watches:
             watch.stop()
-        result["operator_tracebacks"] = operator.tracebacks() if operator.log_path.exists() else None
-        result["operator_log"] = str(operator.log_path)
+        if operator:
+            operator.stop()
+            result["operator_tracebacks"] = operator.tracebacks() if operator.log_path.exists() else None
+            result["operator_log"] = str(operator.log_path)
         log(f"N={n}: operator stopped; deleting {namespace}")
+        cluster.strip_finalizers(namespace)
+        result["cleanup_ok"] = cluster.delete_namespace(namespace, ctx.cleanup_timeout, log)
+    return result
+
+
+def run_scaled_to_zero(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, Any]:
+    """N hibernated databases at once: every release and claim, no pod. Flux's published
+    figures are for apps scaled to zero, so this is the wave to hold them against."""
+    cluster: kube.Cluster = ctx.cluster
+    names = [f"db-{i:04d}" for i in range(n)]
+    cluster.create_namespace(namespace)
+    crs, releases = kube.Tracker(kube.by_name), kube.Tracker(kube.by_helm_release)
+    watches = [
+        kube.start_watch(functools.partial(cluster.custom.list_namespaced_custom_object, kube.GROUP, kube.VERSION,
+                                           namespace, kube.PLURAL), crs),
+        kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), releases, "owner=helm"),
+    ]
+    result: dict[str, Any] = {"namespace": namespace}
+    operator = None
+    try:
+        operator = start_operator(ctx, f"operator-{n}-scaled-to-zero.log")
+        crs.add_goal("hibernated", lambda k, o: kube.cr_hibernated(o))
+        releases.add_goal("deployed", lambda k, o: kube.helm_release_deployed(o, 1))
+        before = Snapshot(cluster, operator, ctx.pids)
+        log(f"N={n}: scaled to zero: creating {n} hibernated MyDatabases in {namespace}")
+        t0 = time.monotonic()
+        in_parallel(lambda name: cluster.custom.create_namespaced_custom_object(
+            kube.GROUP, kube.VERSION, namespace, kube.PLURAL, database(name, SCHEDULES[0], hibernate=True)), names)
+        converged = wait_goals(f"N={n} scaled to zero", [(releases, "deployed", "deployed"),
+                                                         (crs, "hibernated", "Hibernated")],
+                               n, ctx.timeout or 120 + 2.0 * n)
+        after = Snapshot(cluster, operator, ctx.pids)
+        result.update({
+            "converged": converged,
+            "deployed": stats.summary(latencies(releases, "deployed", t0), n),
+            "hibernated": stats.summary(latencies(crs, "hibernated", t0), n),
+            **window(before, after, ctx.meaning, n),
+        })
+        log(f"N={n}: scaled to zero: deployed all {result['deployed']['all']}s, "
+            f"Hibernated all {result['hibernated']['all']}s")
+    finally:
+        for watch in watches:
+            watch.stop()
+        if operator:
+            operator.stop()
+            result["operator_tracebacks"] = operator.tracebacks() if operator.log_path.exists() else None
         cluster.strip_finalizers(namespace)
         result["cleanup_ok"] = cluster.delete_namespace(namespace, ctx.cleanup_timeout, log)
     return result
@@ -372,6 +428,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cleanup-timeout", type=float, default=300.0, help="seconds to wait for a namespace to go")
     parser.add_argument("--sample-interval", type=float, default=0.15, help="memory sampling period (s)")
     parser.add_argument("--no-floor", action="store_true", help="skip the floor")
+    parser.add_argument("--no-scaled-to-zero", action="store_true",
+                        help="skip the wave of hibernated databases (no pods, as in Flux's figures)")
     parser.add_argument("--out", default=str(REPO / "bench-results"), help="folder for the JSON results")
     parser.add_argument("--down", action="store_true",
                         help="stop the control plane at the end even if it was running before")
@@ -422,6 +480,8 @@ def main(argv: list[str] | None = None) -> None:
                 size["floor"] = run_floor(ctx, n, f"bench-{run_id}-floor-{n}")
                 size["ready_vs_floor"] = stats.ratio(size["operator"]["create"]["ready"]["all"],
                                                      size["floor"]["pods_ready"]["all"])
+            if not ctx.no_scaled_to_zero:  # last: the operator and floor waves compare as before
+                size["scaled_to_zero"] = run_scaled_to_zero(ctx, n, f"bench-{run_id}-zero-{n}")
             path.write_text(json.dumps(results, indent=1))
     finally:
         results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -71,6 +71,14 @@ def tables(results: dict) -> str:
          "CPU s op/helm create", "CPU s op/helm update", "peak RSS op MB", "peak RSS tree MB",
          "peak PSS tree MB"], cost))
 
+    zero = [[s["n"], _triple(z["deployed"]), z["deployed"]["all"], z["hibernated"]["all"], z["helm_runs"],
+             z["cpu_seconds"]["operator"], z["cpu_seconds"]["helm"], z["cpu_seconds"].get("kube-apiserver")]
+            for s in results["sizes"] for z in [s.get("scaled_to_zero")] if z and "deployed" in z]
+    if zero:
+        parts.append("Scaled to zero (hibernate: true: every release, no pod; Flux's condition), seconds from apply\n"
+                     + table(["N", "deployed p50/p95/max", "deployed all", "Hibernated all", "helm runs",
+                              "CPU s op", "CPU s helm", "CPU s apiserver"], zero))
+
     idle = []
     for s in sizes:
         i = s["operator"].get("idle")
@@ -104,12 +112,18 @@ def targets(results: dict) -> list[dict]:
     for s in results.get("sizes", []):
         op = s.get("operator", {})
         n = s["n"]
+        zero = (s.get("scaled_to_zero") or {}).get("deployed")
+        if n == 100 and zero:
+            value = zero["all"]
+            out.append({"target": f"100 releases deployed within {DEPLOYED_100_SECONDS:.0f} s, scaled to zero "
+                                  "(Flux's condition)",
+                        "measured": f"{_s(value)} s", "met": value is not None and value <= DEPLOYED_100_SECONDS})
         create = op.get("create")
         if not create:
             continue
         if n == 100:
             value = create["deployed"]["all"]
-            out.append({"target": f"100 releases deployed within {DEPLOYED_100_SECONDS:.0f} s",
+            out.append({"target": f"100 releases deployed within {DEPLOYED_100_SECONDS:.0f} s, while 300 pods start",
                         "measured": f"{_s(value)} s", "met": value is not None and value <= DEPLOYED_100_SECONDS})
         if s.get("ready_vs_floor") is not None or "floor" in s:
             ratio = s.get("ready_vs_floor")
