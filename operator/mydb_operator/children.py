@@ -10,6 +10,7 @@ still reads the API, so a cache a few milliseconds behind never causes work.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -88,7 +89,14 @@ class ChildStore:
         # (namespace, instance) -> the StatefulSet resourceVersion a fresh API read saw after Helm
         # applied: until the watch delivers it, the cache would report the rollout before it as current.
         self._awaited: dict[Key, int] = {}
+        self._waiting: dict[Key, asyncio.Event] = {}  # reconciles waiting in caught_up()
         self._on_change = on_change
+
+    def _changed(self, namespace: str, instance: str) -> None:
+        self._on_change(namespace, instance)
+        waiter = self._waiting.get((namespace, instance))
+        if waiter is not None:
+            waiter.set()
 
     def _put(self, kind: str, obj: Object) -> None:
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
@@ -98,7 +106,7 @@ class ChildStore:
             return
         self._objects[kind].setdefault((namespace, instance), {})[name] = slim(kind, obj)
         self._instance[kind][(namespace, name)] = instance
-        self._on_change(namespace, instance)
+        self._changed(namespace, instance)
 
     def _drop(self, kind: str, key: Key) -> None:
         namespace, name = key
@@ -109,7 +117,7 @@ class ChildStore:
         del filed[name]
         if not filed:
             del self._objects[kind][(namespace, instance)]
-        self._on_change(namespace, instance)
+        self._changed(namespace, instance)
 
     def _version(self, kind: str, key: Key) -> str | None:
         instance = self._instance[kind].get(key)
@@ -152,16 +160,40 @@ class ChildStore:
     def _reached(self, key: Key, version: int) -> None:
         if key in self._awaited and version >= self._awaited[key]:
             del self._awaited[key]
+            self._changed(*key)
 
-    def await_statefulset(self, namespace: str, release: str, fresh: Observation) -> None:
+    def await_statefulset(self, namespace: str, release: str, statefulset: Object | None) -> None:
         """The API just showed this StatefulSet (or none): the cache is behind until it has caught up."""
         key = (namespace, release)
         self._awaited.pop(key, None)
         cached = self._objects["statefulsets"].get(key, {}).get(release)
-        if fresh.statefulset is None:
+        if statefulset is None:
             return  # nothing newer to wait for; a deletion shows up as one more event
-        if cached is None or version_of(cached) < version_of(fresh.statefulset):
-            self._awaited[key] = version_of(fresh.statefulset)
+        if cached is None or version_of(cached) < version_of(statefulset):
+            self._awaited[key] = version_of(statefulset)
+
+    async def caught_up(self, namespace: str, release: str, complete: Callable[[Observation], bool],
+                        timeout: float) -> Observation | None:
+        """The cache's observation once `complete` holds for it, or None if that takes over `timeout` s."""
+        key = (namespace, release)
+        waiter = self._waiting[key] = asyncio.Event()
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            while True:
+                waiter.clear()
+                seen = self.observation(release, namespace)
+                if seen is not None and complete(seen):
+                    return seen
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    return None
+                try:
+                    await asyncio.wait_for(waiter.wait(), remaining)
+                except asyncio.TimeoutError:
+                    return None
+        finally:
+            if self._waiting.get(key) is waiter:
+                del self._waiting[key]
 
     def observation(self, release: str, namespace: str) -> Observation | None:
         """What the cache knows of one database, or None while it cannot know everything."""

@@ -136,6 +136,13 @@ def orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None
 
 
 @threaded
+def read_statefulset(namespace: str, name: str) -> dict[str, Any] | None:
+    with tolerating(404):
+        return clients.raw(clients.apps().read_namespaced_stateful_set, name, namespace)
+    return None
+
+
+@threaded
 def claim_exists(namespace: str, name: str) -> bool:
     return _found(404, lambda: clients.send(clients.core().read_namespaced_persistent_volume_claim, name, namespace))
 

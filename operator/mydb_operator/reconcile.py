@@ -36,11 +36,26 @@ class Runtime:
         object.__setattr__(self, "acting", asyncio.Semaphore(2 * self.helm.max_parallel))
 
 
+CATCH_UP_SECONDS = 3.0  # how long the cache may take to show what Helm applied before the API is read
+
+
 async def observe_fresh(name: str, namespace: str, runtime: Runtime) -> Observation:
     """From the API, for decisions that act; the cache then waits to catch up with what it saw."""
     seen = await observe.read(name, namespace)
     metrics.OBSERVATIONS.labels("api").inc()
-    runtime.children.await_statefulset(namespace, name, seen)
+    runtime.children.await_statefulset(namespace, name, seen.statefulset)
+    return seen
+
+
+async def observe_after_helm(name: str, namespace: str, spec: DatabaseSpec, runtime: Runtime) -> Observation:
+    """What Helm just applied, for the status: one read of the StatefulSet, then the cache once
+    it shows that version and every object of the release (the whole API read if it lags)."""
+    runtime.children.await_statefulset(namespace, name, await kube.read_statefulset(namespace, name))
+    seen = await runtime.children.caught_up(namespace, name, lambda s: missing_child(spec, s, name) is None,
+                                            CATCH_UP_SECONDS)
+    if seen is None:
+        return await observe_fresh(name, namespace, runtime)
+    metrics.OBSERVATIONS.labels("cache").inc()
     return seen
 
 
@@ -55,8 +70,8 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def drift(spec: DatabaseSpec, values: dict[str, Any], seen: Observation, release: str) -> str | None:
-    """Why the live objects no longer match the release, or None. Helm puts them back."""
+def missing_child(spec: DatabaseSpec, seen: Observation, release: str) -> str | None:
+    """Which object of the release is not there, or None."""
     if seen.statefulset is None:
         return "the StatefulSet is missing"
     missing = {release, f"{release}-ro", f"{release}-headless"} - set(seen.services)
@@ -64,6 +79,14 @@ def drift(spec: DatabaseSpec, values: dict[str, Any], seen: Observation, release
         return f"Service {sorted(missing)[0]} is missing"
     if spec.backup and seen.cronjob is None:
         return "the backup CronJob is missing"
+    return None
+
+
+def drift(spec: DatabaseSpec, values: dict[str, Any], seen: Observation, release: str) -> str | None:
+    """Why the live objects no longer match the release, or None. Helm puts them back."""
+    missing = missing_child(spec, seen, release)
+    if missing:
+        return missing
     sts_spec = seen.statefulset.get("spec") or {}
     if sts_spec.get("replicas") != values["replicas"]:
         return f"the StatefulSet has {sts_spec.get('replicas')} replicas instead of {values['replicas']}"
@@ -232,7 +255,7 @@ async def act(name: str, namespace: str, spec: DatabaseSpec, seen: Observation, 
     done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
     done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
-    done.seen = await observe_fresh(name, namespace, runtime)
+    done.seen = await observe_after_helm(name, namespace, decision.effective, runtime)
     return done
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -105,7 +106,7 @@ def test_a_broken_watch_sends_reads_to_the_api_until_listed_again() -> None:
 def test_after_helm_the_cache_waits_for_the_statefulset_the_api_showed() -> None:
     store = synced_store([])
     store.apply("statefulsets", "ADDED", obj("db", version=10))
-    store.await_statefulset("ns", "db", Observation(statefulset=obj("db", version=14)))
+    store.await_statefulset("ns", "db", obj("db", version=14))
     assert store.observation("db", "ns") is None  # the cache still has the rollout before Helm's
     store.apply("pods", "MODIFIED", obj("db-0", version=15))
     assert store.observation("db", "ns") is None  # other kinds do not count
@@ -115,17 +116,36 @@ def test_after_helm_the_cache_waits_for_the_statefulset_the_api_showed() -> None
 
 def test_waiting_ends_with_a_later_listing_or_a_deletion_and_never_starts_when_caught_up() -> None:
     store = synced_store([])
-    store.await_statefulset("ns", "db", Observation(statefulset=obj("db", version=20)))
+    store.await_statefulset("ns", "db", obj("db", version=20))
     store.replace("statefulsets", None, [obj("db", version=20)], listed_at=25)
     assert store.observation("db", "ns") is not None
-    store.await_statefulset("ns", "db", Observation(statefulset=obj("db", version=30)))
+    store.await_statefulset("ns", "db", obj("db", version=30))
     store.apply("statefulsets", "DELETED", obj("db", version=31))
     assert store.observation("db", "ns") == Observation()
     store.apply("statefulsets", "ADDED", obj("db", version=40))
-    store.await_statefulset("ns", "db", Observation(statefulset=obj("db", version=40)))
+    store.await_statefulset("ns", "db", obj("db", version=40))
     assert store.observation("db", "ns") is not None  # the watch was first
-    store.await_statefulset("ns", "db", Observation())  # the API shows none: nothing to wait for
+    store.await_statefulset("ns", "db", None)  # the API shows none: nothing to wait for
     assert store.observation("db", "ns") is not None
+
+
+def test_caught_up_returns_once_the_cache_is_complete_or_none_after_the_timeout() -> None:
+    has_statefulset = lambda seen: seen.statefulset is not None  # noqa: E731
+
+    async def scenario() -> tuple:
+        store = synced_store([])
+        store.await_statefulset("ns", "db", obj("db", version=14))
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, store.apply, "statefulsets", "ADDED", obj("db", version=12))  # older: not enough
+        loop.call_later(0.10, store.apply, "statefulsets", "MODIFIED", obj("db", version=14))
+        seen = await store.caught_up("ns", "db", has_statefulset, timeout=5)
+        at_once = await store.caught_up("ns", "db", has_statefulset, timeout=0)
+        missing = await store.caught_up("ns", "other", has_statefulset, timeout=0.1)
+        return seen, at_once, missing
+    seen, at_once, missing = asyncio.run(scenario())
+    assert seen.statefulset["metadata"]["resourceVersion"] == "14"  # not the older version before it
+    assert at_once is not None  # already complete: no wait at all
+    assert missing is None
 
 
 def test_cached_objects_share_their_strings() -> None:
