@@ -16,25 +16,28 @@ class FakeLibc:
         return 1
 
 
-def test_arenas_are_limited_to_two(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_arenas_and_a_fixed_mmap_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
     libc = FakeLibc()
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.setattr(cli.ctypes, "CDLL", lambda name: libc)
-    cli.limit_malloc_arenas()
-    assert libc.calls == [(cli.M_ARENA_MAX, 2)]
+    cli.tune_malloc()
+    assert libc.calls == [(cli.M_ARENA_MAX, 2), (cli.M_MMAP_THRESHOLD, 128 * 1024)]
 
 
-def test_the_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_wins_for_its_own_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     libc = FakeLibc()
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.setattr(cli.ctypes, "CDLL", lambda name: libc)
-    cli.limit_malloc_arenas()
-    assert libc.calls == []
+    cli.tune_malloc()
+    assert libc.calls == [(cli.M_MMAP_THRESHOLD, 128 * 1024)]
 
 
 def test_without_glibc_nothing_happens(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing(name: str) -> None:
         raise OSError(name)
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.setattr(cli.ctypes, "CDLL", missing)
-    cli.limit_malloc_arenas()  # no exception: the operator starts anyway
+    cli.tune_malloc()  # no exception: the operator starts anyway
