@@ -1,4 +1,4 @@
-"""Run the benchmark: for each size N, the operator's convergence and cost, then the floor.
+"""Run the benchmark: for each size N, the operator's convergence and cost, the floor, then N hibernated databases.
 
     python -m bench --sizes 10,100,300 --idle 120          (make bench; BENCH_SIZES=10,100 make bench)
 
