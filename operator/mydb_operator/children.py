@@ -177,20 +177,16 @@ class ChildStore:
         """The cache's observation once `complete` holds for it, or None if that takes over `timeout` s."""
         key = (namespace, release)
         waiter = self._waiting[key] = asyncio.Event()
-        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            while True:
-                waiter.clear()
-                seen = self.observation(release, namespace)
-                if seen is not None and complete(seen):
-                    return seen
-                remaining = deadline - asyncio.get_running_loop().time()
-                if remaining <= 0:
-                    return None
-                try:
-                    await asyncio.wait_for(waiter.wait(), remaining)
-                except asyncio.TimeoutError:
-                    return None
+            async with asyncio.timeout(timeout):
+                while True:
+                    waiter.clear()  # set again by the next change to this database
+                    seen = self.observation(release, namespace)
+                    if seen is not None and complete(seen):
+                        return seen
+                    await waiter.wait()
+        except TimeoutError:
+            return None
         finally:
             if self._waiting.get(key) is waiter:
                 del self._waiting[key]
