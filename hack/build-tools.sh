@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Builds the local control plane's binaries (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok, helm) from Go
-# modules, once, into a cache outside the repository:
+# Builds the local cluster's binaries from Go modules, once, into a cache
+# outside the repository:
 #
 #   ${MYDB_CACHE:-~/.cache/mydb-operator}/bin/<versions-hash>/
+#
+# The control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, kwok, helm) and the real node's own parts (kubelet,
+# kube-proxy, CoreDNS, an OCI registry). CoreDNS and the registry are built
+# from small main packages in hack/tools/ that link only the plugins and the
+# storage driver the cluster uses.
 #
 # A directory is only trusted when its stamp file exists and every binary in
 # it answers --version; anything else is a partial or broken build and is
@@ -16,12 +21,19 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${HACK_DIR}/versions.env"
 
 CACHE_ROOT="${MYDB_CACHE:-${HOME}/.cache/mydb-operator}"
-# Only the pinned versions name the cache: editing this script does not
-# throw away a build that took many minutes.
-VERSIONS_HASH="$(sha256sum "${HACK_DIR}/versions.env" | cut -c1-12)"
+# Only what is built names the cache (the tools' pinned versions and the
+# sources in hack/tools/): editing this script, or an image version in
+# versions.env, does not throw away a build that took many minutes.
+TOOL_VERSIONS=(ETCD_VERSION KUBERNETES_VERSION KWOK_VERSION HELM_VERSION COREDNS_VERSION DISTRIBUTION_VERSION)
+VERSIONS_HASH="$(
+  for v in "${TOOL_VERSIONS[@]}"; do echo "${v}=${!v}"; done
+  cat "${HACK_DIR}"/tools/*/main.go
+)"
+VERSIONS_HASH="$(sha256sum <<<"${VERSIONS_HASH}" | cut -c1-12)"
 BIN_DIR="${CACHE_ROOT}/bin/${VERSIONS_HASH}"
 STAMP="${BIN_DIR}/.complete"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm
+          kubelet kube-proxy coredns registry)
 
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
 START=$(date +%s)
@@ -36,6 +48,7 @@ cache_is_complete() {
     case "${b}" in
       kubectl) "${BIN_DIR}/${b}" version --client >/dev/null 2>&1 ;;
       helm) "${BIN_DIR}/${b}" version >/dev/null 2>&1 ;;
+      coredns) "${BIN_DIR}/${b}" -version >/dev/null 2>&1 ;;
       *) "${BIN_DIR}/${b}" --version >/dev/null 2>&1 ;;
     esac || return 1
   done
@@ -95,6 +108,8 @@ build_kubernetes() {
     "  k8s.io/kubernetes/cmd/kube-controller-manager" \
     "  k8s.io/kubernetes/cmd/kube-scheduler" \
     "  k8s.io/kubernetes/cmd/kubectl" \
+    "  k8s.io/kubernetes/cmd/kubelet" \
+    "  k8s.io/kubernetes/cmd/kube-proxy" \
     ")"
   local v ld=""
   for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -102,7 +117,7 @@ build_kubernetes() {
     ld+=" -X ${v}.gitTreeState=clean -X ${v}.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   done
   local c
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
     build_tool "${dir}" "${c}" "k8s.io/kubernetes/cmd/${c}" "${ld}"
   done
 }
@@ -126,6 +141,27 @@ build_helm() {
     "-X helm.sh/helm/v4/internal/version.version=${HELM_VERSION}"
 }
 
+# A main package of ours (hack/tools/NAME/main.go) in a tools module that
+# requires MODULE at VERSION.
+build_own_main() {
+  local name="$1" module="$2" version="$3" ldflags="${4:-}" dir="${WORK}/$1"
+  rm -rf "${dir}" && mkdir -p "${dir}"
+  cp "${HACK_DIR}/tools/${name}/main.go" "${dir}/"
+  printf '%s\n' "module mydb-tools/${name}" "" "go 1.26.0" "" "require ${module} ${version}" > "${dir}/go.mod"
+  log "${name}: resolving modules (downloads on a cold cache)"
+  (cd "${dir}" && go mod tidy 2>&1 | grep -v '^go: downloading' >&2 || true)
+  build_tool "${dir}" "${name}" . "${ldflags}"
+}
+
+build_coredns() {
+  build_own_main coredns github.com/coredns/coredns "${COREDNS_VERSION}"
+}
+
+build_registry() {
+  build_own_main registry github.com/distribution/distribution/v3 "${DISTRIBUTION_VERSION}" \
+    "-X github.com/distribution/distribution/v3/version.version=${DISTRIBUTION_VERSION}"
+}
+
 if [[ "${1:-}" == "--check" ]]; then
   # Report only: 0 when the cache is complete and every binary runs.
   if cache_is_complete; then log "cache complete: ${BIN_DIR}"; exit 0; fi
@@ -135,7 +171,7 @@ fi
 if cache_is_complete; then
   log "cache hit: ${BIN_DIR}"
 else
-  log "building into ${BIN_DIR} (versions: etcd ${ETCD_VERSION}, kubernetes ${KUBERNETES_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION})"
+  log "building into ${BIN_DIR} (versions: etcd ${ETCD_VERSION}, kubernetes ${KUBERNETES_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}, coredns ${COREDNS_VERSION}, distribution ${DISTRIBUTION_VERSION})"
   log "a cold build downloads modules and compiles for many minutes; progress follows"
   rm -rf "${BIN_DIR}"
   mkdir -p "${BIN_DIR}"
@@ -146,6 +182,8 @@ else
   build_helm
   build_kwok
   build_kubernetes
+  build_coredns
+  build_registry
   cache_is_complete_without_stamp() { touch "${STAMP}"; cache_is_complete; }
   if ! cache_is_complete_without_stamp; then
     rm -f "${STAMP}"

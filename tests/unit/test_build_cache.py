@@ -9,7 +9,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "hack" / "build-tools.sh"
-BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "helm"]
+BINARIES = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "helm",
+            "kubelet", "kube-proxy", "coredns", "registry"]
 
 
 def real_bin_dir() -> Path:
