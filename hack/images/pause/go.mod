@@ -1,0 +1,3 @@
+module mydb/pause
+
+go 1.26.0
