@@ -3,18 +3,18 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e venv tools postgres cluster-up cluster-down chart-crd clean bench
+.PHONY: demo test test-unit test-e2e venv tools postgres node-packages cluster-up cluster-down chart-crd clean bench
 
-demo: venv ## start the local control plane and the operator, apply the seed CR, show it Ready
+demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-test: venv tools postgres ## every test: unit, chart, PostgreSQL scripts, e2e on the local control plane
+test: venv tools postgres node-packages ## every test: unit, chart, PostgreSQL scripts, e2e on the local control plane
 	$(PY) -m pytest tests bench
 
 test-unit: venv ## the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/chart
 
-test-e2e: venv tools
+test-e2e: venv tools node-packages
 	$(PY) -m pytest tests/e2e
 
 venv: $(VENV)/.installed
@@ -24,8 +24,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-tools: ## build (or reuse) etcd, kube-*, kubectl, kwok and helm
+tools: ## build (or reuse) etcd, kube-*, kubectl, kubelet, kube-proxy, kwok, helm, CoreDNS and the registry
 	bash hack/build-tools.sh >/dev/null
+
+node-packages: ## containerd, runc, CNI plugins, iptables, buildah, debootstrap for the real node (apt, only when missing)
+	bash hack/install-node-packages.sh
 
 postgres: ## PostgreSQL 15 for tests/postgres (apt, only when missing)
 	bash hack/install-postgres.sh
@@ -39,7 +42,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'
 	touch $@
 
-cluster-up: ## start the local control plane (a no-op when it is healthy)
+cluster-up: node-packages ## start the local cluster and its real node (a no-op when it is healthy)
 	$(PYTHON) hack/cluster.py up
 
 cluster-down: ## stop every process the cluster (and the demo) started, remove its state

@@ -1,16 +1,19 @@
-#!/usr/bin/env python3
-"""A real local Kubernetes control plane, run as plain processes.
+"""A real local Kubernetes cluster, run as plain processes.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (which
-simulates nodes, pods and volumes) are started from the binaries that
-hack/build-tools.sh builds.  Nothing here needs a container runtime.
+simulates three nodes, their pods and volumes) are started from the binaries
+that hack/build-tools.sh builds; hack/node.py adds one real node beside them
+(containerd, kubelet, kube-proxy, CoreDNS, a loopback registry), and
+hack/volume_agent.py gives volumes real folders.
 
     python3 hack/cluster.py up        # idempotent: a healthy cluster is left alone
     python3 hack/cluster.py down      # stops what `up` started (by pid) and removes state
     python3 hack/cluster.py status
+    python3 hack/cluster.py leftovers # what of the real node is still on this host (none after down)
     python3 hack/cluster.py restart-apiserver   # for reconnection tests
     python3 hack/cluster.py sa-kubeconfig -n NS -s SA -o FILE
 
+MYDB_REAL_NODE=0 leaves the real node out (a second cluster beside the first).
 Only the standard library is used so that this runs before any venv exists.
 """
 
@@ -19,36 +22,23 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
-import signal
-import ssl
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-HACK_DIR = Path(__file__).resolve().parent
-REPO_DIR = HACK_DIR.parent
-CLUSTER_DIR = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO_DIR / ".cluster"))
-STATE_DIR = CLUSTER_DIR / "state"  # removed by `down`
-LOG_DIR = CLUSTER_DIR / "logs"  # kept by `down`, for debugging
-PKI_DIR = STATE_DIR / "pki"
-PID_DIR = STATE_DIR / "pids"
-ADMIN_KUBECONFIG = CLUSTER_DIR / "admin.kubeconfig"
+import node
+from harness import (
+    ADMIN_KUBECONFIG, HACK_DIR, KWOK_POD_CIDR, LOG_DIR, PID_DIR, PKI_DIR, POD_CIDR, PORT_BASE, SERVICE_CIDR,
+    SERVICE_FIRST_IP, STATE_DIR, http_ok, log, make_cert, openssl, running_pid, start, stop, wait_until,
+)
 
-# All ports hang off one base so that a second cluster (the test of `down`)
-# can run beside the first with another MYDB_CLUSTER_DIR and base.
-PORT_BASE = int(os.environ.get("MYDB_CLUSTER_PORT_BASE", "16400"))
 APISERVER_PORT = PORT_BASE + 43
 KWOK_PORT = PORT_BASE + 47
 CONTROLLER_MANAGER_PORT = PORT_BASE + 57
 SCHEDULER_PORT = PORT_BASE + 59
 ETCD_CLIENT_PORT = PORT_BASE + 79
 ETCD_PEER_PORT = PORT_BASE + 80
-SERVICE_CIDR = "10.96.0.0/16"  # room for hundreds of databases' Services
-SERVICE_FIRST_IP = "10.96.0.1"
-POD_CIDR = "10.244.0.0/16"  # apart from the service range
+VOLUME_DIR = (STATE_DIR / "volumes").absolute()  # the folders behind every PersistentVolume
 NODE_COUNT = 3
 # kwok stages shipped in its module that we use as they are.
 KWOK_MODULE_STAGES = [
@@ -58,13 +48,12 @@ KWOK_MODULE_STAGES = [
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
 ]
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "volume-agent"]
 OPERATOR = "mydb-operator"  # started by `make demo`; stopped with the cluster
-START = time.monotonic()
 
 
-def log(message: str) -> None:
-    print(f"[cluster {time.monotonic() - START:5.1f}s] {message}", file=sys.stderr, flush=True)
+def components() -> list[str]:
+    return CONTROL_PLANE + (node.COMPONENTS if node.enabled() else [])
 
 
 def bin_dir() -> Path:
@@ -78,27 +67,6 @@ def bin_dir() -> Path:
 # --------------------------------------------------------------------- PKI
 
 
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> None:
-    """Write PKI_DIR/name.{key,crt}, signed by the local CA."""
-    key, csr, crt = (PKI_DIR / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
-    openssl("genrsa", "-out", str(key), "2048")
-    openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr))
-    ext = PKI_DIR / f"{name}.ext"
-    usage = "serverAuth" if server_sans else "clientAuth"
-    lines = ["basicConstraints=CA:FALSE", "keyUsage=digitalSignature,keyEncipherment", f"extendedKeyUsage={usage}"]
-    if server_sans:
-        lines.append(f"subjectAltName={server_sans}")
-    ext.write_text("\n".join(lines) + "\n")
-    openssl(
-        "x509", "-req", "-in", str(csr), "-CA", str(PKI_DIR / "ca.crt"), "-CAkey", str(PKI_DIR / "ca.key"),
-        "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
-    )
-
-
 def make_pki() -> None:
     PKI_DIR.mkdir(parents=True, exist_ok=True)
     openssl("genrsa", "-out", str(PKI_DIR / "ca.key"), "2048")
@@ -107,15 +75,18 @@ def make_pki() -> None:
         "-days", "3650", "-sha256", "-out", str(PKI_DIR / "ca.crt"),
     )
     sans = ",".join(
-        ["IP:127.0.0.1", f"IP:{SERVICE_FIRST_IP}", "DNS:localhost", "DNS:kubernetes",
+        ["IP:127.0.0.1", f"IP:{SERVICE_FIRST_IP}", f"IP:{node.NODE_IP}", "DNS:localhost", "DNS:kubernetes",
          "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]
     )
     make_cert("apiserver", "/CN=kube-apiserver", server_sans=sans)
+    make_cert("apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
     make_cert("admin", "/O=system:masters/CN=mydb-admin")
     make_cert("controller-manager", "/CN=system:kube-controller-manager")
     make_cert("scheduler", "/CN=system:kube-scheduler")
     # kwok plays every kubelet; it needs broad rights, like the kubelets it stands in for.
+    # The volume agent reads PersistentVolumes only, but is a harness part like kwok.
     make_cert("kwok", "/O=system:masters/CN=kwok")
+    make_cert("volume-agent", "/O=system:masters/CN=mydb-volume-agent")
     openssl("genrsa", "-out", str(PKI_DIR / "sa.key"), "2048")
     openssl("rsa", "-in", str(PKI_DIR / "sa.key"), "-pubout", "-out", str(PKI_DIR / "sa.pub"))
 
@@ -147,81 +118,19 @@ def cert_kubeconfig(name: str) -> str:
     })
 
 
+def kubeconfig_for(name: str) -> Path:
+    """A kubeconfig for the client certificate PKI_DIR/name.crt, written under the state folder."""
+    path = STATE_DIR / f"{name}.kubeconfig"
+    path.write_text(cert_kubeconfig(name))
+    path.chmod(0o600)
+    return path
+
+
 def write_kubeconfigs() -> None:
-    for name in ("controller-manager", "scheduler", "kwok"):
-        (STATE_DIR / f"{name}.kubeconfig").write_text(cert_kubeconfig(name))
+    for name in ("controller-manager", "scheduler", "kwok", "volume-agent"):
+        kubeconfig_for(name)
     ADMIN_KUBECONFIG.write_text(cert_kubeconfig("admin"))
     ADMIN_KUBECONFIG.chmod(0o600)
-
-
-# --------------------------------------------------------------- processes
-
-
-def pid_file(name: str) -> Path:
-    return PID_DIR / f"{name}.pid"
-
-
-def running_pid(name: str) -> int | None:
-    """The pid of component `name` if it is alive and is really that program (pids get reused)."""
-    try:
-        pid = int(pid_file(name).read_text())
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
-    ours = Path(args[0]).name == name or (name == OPERATOR and "mydb_operator.cli" in args)
-    return pid if ours else None
-
-
-def start(name: str, args: list[str]) -> None:
-    log_file = open(LOG_DIR / f"{name}.log", "ab")
-    process = subprocess.Popen(
-        args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-    )
-    pid_file(name).write_text(str(process.pid))
-    log(f"started {name} (pid {process.pid}, log {LOG_DIR / (name + '.log')})")
-
-
-def stop(name: str) -> None:
-    pid = running_pid(name)
-    if pid is None:
-        return
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
-        if running_pid(name) is None or not Path(f"/proc/{pid}").exists():
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-    log(f"stopped {name} (pid {pid})")
-
-
-def http_ok(url: str, *, client_cert: bool = False, timeout: float = 2.0) -> bool:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    if client_cert:
-        context.load_cert_chain(PKI_DIR / "admin.crt", PKI_DIR / "admin.key")
-    try:
-        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def wait_until(what: str, check, timeout: float = 120.0, process: str | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            log(f"{what} is ready")
-            return
-        if process and running_pid(process) is None:
-            raise SystemExit(f"{process} exited while starting; see {LOG_DIR / (process + '.log')}")
-        time.sleep(0.2)
-    raise SystemExit(f"{what} not ready after {timeout:.0f}s; see the logs in {LOG_DIR}")
 
 
 # ---------------------------------------------------------------- commands
@@ -243,12 +152,23 @@ def start_etcd(bins: Path) -> None:
 
 
 def start_apiserver(bins: Path) -> None:
+    # With a real node, pods reach the API server through the `kubernetes`
+    # Service, whose endpoint is the host's address on the pod bridge.
+    if node.enabled():
+        listen = ["--bind-address=0.0.0.0", f"--advertise-address={node.NODE_IP}"]
+    else:
+        listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
     start("kube-apiserver", [
         str(bins / "kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={APISERVER_PORT}",
+        *listen, f"--secure-port={APISERVER_PORT}",
         f"--tls-cert-file={PKI_DIR / 'apiserver.crt'}", f"--tls-private-key-file={PKI_DIR / 'apiserver.key'}",
         f"--client-ca-file={PKI_DIR / 'ca.crt'}",
+        # logs, exec and port-forward: the API server calls the kubelet, and checks its certificate.
+        f"--kubelet-client-certificate={PKI_DIR / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={PKI_DIR / 'apiserver-kubelet-client.key'}",
+        f"--kubelet-certificate-authority={PKI_DIR / 'ca.crt'}",
+        "--kubelet-preferred-address-types=InternalIP",  # the node's name resolves nowhere
         "--authorization-mode=Node,RBAC",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={PKI_DIR / 'sa.pub'}",
@@ -302,7 +222,8 @@ def start_controllers(bins: Path) -> None:
 def write_kwok_config(bins: Path) -> Path:
     """kwok v0.8 takes its stages through --config: the module's stages plus ours."""
     documents = [(bins / "kwok-stages" / stage).read_text() for stage in KWOK_MODULE_STAGES]
-    documents += [path.read_text() for path in sorted((HACK_DIR / "kwok").glob("*.yaml"))]
+    documents += [path.read_text().replace("__VOLUME_DIR__", str(VOLUME_DIR))
+                  for path in sorted((HACK_DIR / "kwok").glob("*.yaml"))]
     config = STATE_DIR / "kwok.yaml"
     config.write_text("\n---\n".join(doc.strip() for doc in documents) + "\n")
     return config
@@ -315,11 +236,17 @@ def start_kwok(bins: Path) -> None:
         f"--config={write_kwok_config(bins)}",
         "--manage-all-nodes=false",
         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-        "--node-ip=10.0.0.1", f"--cidr={POD_CIDR}",
+        "--node-ip=198.18.129.1", f"--cidr={KWOK_POD_CIDR}",
         f"--server-address=127.0.0.1:{KWOK_PORT}",
         "--node-lease-duration-seconds=40",
     ])
     wait_until("kwok", lambda: http_ok(f"http://127.0.0.1:{KWOK_PORT}/healthz"), process="kwok")
+
+
+def start_volume_agent() -> None:
+    VOLUME_DIR.mkdir(parents=True, exist_ok=True)
+    start("volume-agent", [sys.executable, str(HACK_DIR / "volume_agent.py"),
+                           f"--kubeconfig={STATE_DIR / 'volume-agent.kubeconfig'}", f"--volume-dir={VOLUME_DIR}"])
 
 
 def kubectl(bins: Path, *args: str, stdin: str | None = None, kubeconfig: Path = ADMIN_KUBECONFIG) -> str:
@@ -368,7 +295,7 @@ def install_cluster_objects(bins: Path) -> None:
 
 
 def healthy() -> bool:
-    return all(running_pid(name) for name in COMPONENTS) and http_ok(
+    return all(running_pid(name) for name in components()) and http_ok(
         f"https://127.0.0.1:{APISERVER_PORT}/readyz", client_cert=True
     )
 
@@ -379,8 +306,8 @@ def cmd_up(_: argparse.Namespace) -> None:
         log("already running")
         print_usage(bins)
         return
-    if any(running_pid(name) for name in COMPONENTS):
-        log("a partial cluster is running: stopping it first")
+    if any(running_pid(name) for name in components()) or (node.enabled() and node.leftovers()):
+        log("a partial cluster is running (or one was killed): removing it first")
         cmd_down(argparse.Namespace())
     for folder in (STATE_DIR, LOG_DIR, PID_DIR):
         folder.mkdir(parents=True, exist_ok=True)
@@ -390,7 +317,10 @@ def cmd_up(_: argparse.Namespace) -> None:
     start_apiserver(bins)
     start_controllers(bins)
     start_kwok(bins)
+    start_volume_agent()
     install_cluster_objects(bins)
+    if node.enabled():
+        node.up(bins, lambda *args, stdin=None: kubectl(bins, *args, stdin=stdin), kubeconfig_for)
     log("cluster is up")
     print_usage(bins)
 
@@ -399,10 +329,15 @@ def print_usage(bins: Path) -> None:
     """On stdout, always: callers (the test fixtures, the demo) read the kubeconfig path from here."""
     print(f"export KUBECONFIG={ADMIN_KUBECONFIG}")
     print(f"export PATH={bins}:$PATH    # kubectl, helm, kwok of the pinned versions")
+    if node.enabled():
+        print(f"# real node {node.NODE_NAME}: pods tolerate {node.NODE_LABEL}=true:NoSchedule; images: {node.REGISTRY}")
 
 
 def cmd_down(_: argparse.Namespace) -> None:
-    for name in [OPERATOR, *reversed(COMPONENTS)]:
+    stop(OPERATOR)
+    if node.enabled():
+        node.down()
+    for name in reversed(CONTROL_PLANE):
         stop(name)
     if STATE_DIR.exists():
         subprocess.run(["rm", "-rf", str(STATE_DIR)], check=True)
@@ -418,10 +353,18 @@ def cmd_restart_apiserver(_: argparse.Namespace) -> None:
 
 
 def cmd_status(_: argparse.Namespace) -> None:
-    for name in COMPONENTS:
+    for name in components():
         pid = running_pid(name)
         print(f"{name:24} {'running, pid ' + str(pid) if pid else 'stopped'}")
     sys.exit(0 if healthy() else 1)
+
+
+def cmd_leftovers(_: argparse.Namespace) -> None:
+    """List what the real node left on this host; exit 1 if anything."""
+    found = node.leftovers()
+    for item in found:
+        print(item)
+    sys.exit(1 if found else 0)
 
 
 def cmd_sa_kubeconfig(args: argparse.Namespace) -> None:
@@ -442,6 +385,7 @@ def main() -> None:
     commands.add_parser("up").set_defaults(func=cmd_up)
     commands.add_parser("down").set_defaults(func=cmd_down)
     commands.add_parser("status").set_defaults(func=cmd_status)
+    commands.add_parser("leftovers").set_defaults(func=cmd_leftovers)
     commands.add_parser("restart-apiserver").set_defaults(func=cmd_restart_apiserver)
     sa = commands.add_parser("sa-kubeconfig")
     sa.add_argument("-n", "--namespace", required=True)

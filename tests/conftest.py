@@ -87,6 +87,12 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that tear the shared cluster down and up again run last: every fixture built on it
+    (the operator, its CRD and RBAC) would be gone for the tests after them."""
+    items.sort(key=lambda item: item.get_closest_marker("restarts_cluster") is not None)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI=true nothing may skip: a skipped test there would hide a missing control plane,

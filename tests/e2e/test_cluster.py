@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,36 @@ def test_statefulset_pods_ready_claims_bound_and_expand(cluster, namespace):
              ["status"].get("capacity", {}).get("storage") == "5Gi", timeout=60)
     volume = get_json(cluster, "-n", namespace, "pvc", "data-web-1")["spec"]["volumeName"]
     assert get_json(cluster, "pv", volume)["spec"]["capacity"]["storage"] == "5Gi"
+
+
+def test_default_class_claim_gets_a_real_folder_that_reclaim_removes(cluster, namespace):
+    """A claim of the default class gets a hostPath PV whose folder exists on this machine, mode 0777
+    (PostgreSQL runs as uid 999 and hostPath volumes get no fsGroup); deleting the claim deletes the
+    PV and then the folder with its data (reclaim policy Delete)."""
+    apply(cluster, namespace, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    wait_for("claim bound", lambda: get_json(cluster, "-n", namespace, "pvc", "data")
+             .get("status", {}).get("phase") == "Bound")
+    claim = get_json(cluster, "-n", namespace, "pvc", "data")
+    assert claim["spec"]["storageClassName"] == "standard"
+    name = claim["spec"]["volumeName"]
+    volume = get_json(cluster, "pv", name)
+    source = volume["spec"].get("hostPath")
+    assert source and source.get("type") == "Directory", volume["spec"]
+    folder = Path(source["path"])
+    volume_dir = cluster.kubeconfig.parent / "state" / "volumes"
+    assert folder.is_absolute() and folder.parent.resolve() == volume_dir.resolve(), folder
+    assert folder.name == name == f"pvc-{claim['metadata']['uid']}"
+
+    wait_for(f"folder {folder}", folder.is_dir, timeout=30)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777
+    (folder / "PG_VERSION").write_text("15\n")  # data, as a database would leave it
+
+    cluster.kubectl("delete", "-n", namespace, "pvc", "data", "--wait=false")
+    wait_for(f"PV {name} deleted", lambda: not get_json(cluster, "pv", name), timeout=60)
+    wait_for(f"folder {folder} removed", lambda: not folder.exists(), timeout=30)
 
 
 def test_claim_in_class_without_expansion_cannot_grow(cluster, namespace):
@@ -149,12 +180,12 @@ def test_deleting_statefulset_garbage_collects_pods(cluster, namespace):
 def test_cluster_down_leaves_no_process(cluster):
     """A second cluster on other ports and folder starts, and `down` stops every process of it."""
     with tempfile.TemporaryDirectory(prefix="mydb-second-cluster-") as folder:
-        env = {**os.environ, "MYDB_CLUSTER_DIR": folder, "MYDB_CLUSTER_PORT_BASE": "17400"}
+        env = {**os.environ, "MYDB_CLUSTER_DIR": folder, "MYDB_CLUSTER_PORT_BASE": "17400", "MYDB_REAL_NODE": "0"}
         cluster_py = [sys.executable, str(REPO / "hack" / "cluster.py")]
         try:
             subprocess.run([*cluster_py, "up"], env=env, check=True, capture_output=True, timeout=300)
             pids = [int(p.read_text()) for p in Path(folder, "state", "pids").glob("*.pid")]
-            assert len(pids) == 5
+            assert len(pids) == 6  # the control plane, kwok and the volume agent
             assert all(Path(f"/proc/{pid}").exists() for pid in pids)
         finally:
             subprocess.run([*cluster_py, "down"], env=env, check=True, capture_output=True, timeout=120)

@@ -1,0 +1,322 @@
+"""The real node runs real containers beside the kwok nodes, and nothing of it reaches past this machine.
+
+Every pod here runs on mydb-real-node (kubelet + containerd + runc) from an
+image built on this machine and served by the loopback registry.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .realnode import NODE_IP, NODE_NAME, REGISTRY, REPO, images, on_real_node
+from .waiting import get_json, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def apply(cluster, namespace: str, *manifests: dict) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-",
+                    stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(manifests)}))
+
+
+def pod(name: str, image: str, command: list[str], **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+            "spec": on_real_node({"containers": [{"name": "main", "image": image, "command": command}], **spec})}
+
+
+def phase(cluster, namespace: str, name: str) -> str:
+    return get_json(cluster, "-n", namespace, "pod", name).get("status", {}).get("phase", "")
+
+
+def wait_running(cluster, namespace: str, name: str, timeout: float = 120) -> dict:
+    def ready():
+        found = get_json(cluster, "-n", namespace, "pod", name)
+        conditions = found.get("status", {}).get("conditions", [])
+        return found if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) else None
+    try:
+        return wait_for(f"pod {name} Ready", ready, timeout=timeout)
+    except AssertionError:
+        events = cluster.kubectl("get", "events", "-n", namespace, check=False).stdout
+        raise AssertionError(f"pod {name} not Ready; events:\n{events}") from None
+
+
+def pinned_kubernetes_version() -> str:
+    lines = (REPO / "hack" / "versions.env").read_text().splitlines()
+    return next(line.split("=", 1)[1] for line in lines if line.startswith("KUBERNETES_VERSION="))
+
+
+def test_node_is_real_and_tainted(cluster):
+    """The real node registered beside the kwok nodes, Ready, tainted, with the pinned kubelet version."""
+    node = get_json(cluster, "node", NODE_NAME)
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+    assert {"key": "node.mydb.local/real", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == pinned_kubernetes_version()
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    assert {"type": "InternalIP", "address": NODE_IP} in node["status"]["addresses"]
+    kwok_nodes = [n for n in get_json(cluster, "nodes")["items"] if n["metadata"]["name"].startswith("kwok-node-")]
+    assert len(kwok_nodes) == 3
+
+
+def test_postgres_image_runs_and_exit_code_reaches_status(cluster, namespace):
+    """`postgres --version` from the local image prints the real version; the exit code lands in the pod status."""
+    image = images()["POSTGRES_IMAGE"]
+    apply(cluster, namespace, pod("version", image, ["sh", "-c", "postgres --version; exit 3"],
+                                  restartPolicy="Never"))
+    wait_for("pod Failed", lambda: phase(cluster, namespace, "version") == "Failed", timeout=120)
+    status = get_json(cluster, "-n", namespace, "pod", "version")["status"]
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+    log = cluster.kubectl("logs", "-n", namespace, "version").stdout
+    real_version = image.rsplit(":", 1)[1]
+    assert f"postgres (PostgreSQL) {real_version}" in log
+    assert get_json(cluster, "-n", namespace, "pod", "version")["spec"]["nodeName"] == NODE_NAME
+
+
+def test_exec_logs_and_port_forward(cluster, namespace, tmp_path):
+    """exec and logs go through the API server to the kubelet; port-forward reaches PostgreSQL in the pod."""
+    image = images()["POSTGRES_IMAGE"]
+    script = ("initdb -D /tmp/db -U postgres --auth=trust >/dev/null && echo initialised && "
+              "exec postgres -D /tmp/db -c listen_addresses=127.0.0.1")
+    apply(cluster, namespace, pod("pg", image, ["sh", "-c", script],
+                                  securityContext={"runAsUser": 999, "runAsGroup": 999}))
+    wait_running(cluster, namespace, "pg")
+    wait_for("server up", lambda: cluster.kubectl("exec", "-n", namespace, "pg", "--", "pg_isready", "-h",
+                                                  "127.0.0.1", check=False).returncode == 0, timeout=60)
+    assert cluster.kubectl("exec", "-n", namespace, "pg", "--", "id", "-u").stdout.strip() == "999"
+    assert "initialised" in cluster.kubectl("logs", "-n", namespace, "pg").stdout
+
+    port = free_port()
+    forward = subprocess.Popen([cluster.tool("kubectl"), f"--kubeconfig={cluster.kubeconfig}", "port-forward",
+                                "-n", namespace, "pod/pg", f"{port}:5432"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def query():
+            result = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-Atc",
+                                     "select 40 + 2"], capture_output=True, text=True, timeout=10)
+            return result.stdout.strip() if result.returncode == 0 else None
+        assert wait_for("a query through port-forward", query, timeout=30) == "42"
+    finally:
+        forward.terminate()
+        forward.wait(timeout=10)
+
+
+def echo_server() -> str:
+    """A shell line that answers every TCP connection on port 7000 with the pod's name (perl is in perl-base)."""
+    return ("exec perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => 7000, Listen => 5, "
+            "ReuseAddr => 1) or die $!; while ($c = $s->accept) { print $c \"$ENV{HOSTNAME}\\n\"; close $c }'")
+
+
+def tcp_client(host: str) -> str:
+    return (f"perl -MIO::Socket::INET -e '$c = IO::Socket::INET->new(PeerAddr => \"{host}\", PeerPort => 7000, "
+            "Timeout => 5) or die \"connect: $!\"; print scalar <$c>'")
+
+
+def test_services_and_dns_between_pods(cluster, namespace):
+    """A pod reaches others through a ClusterIP, its DNS name, and a headless Service's per-pod names."""
+    image = images()["POSTGRES_IMAGE"]
+    labels = {"app": "echo"}
+    apply(cluster, namespace,
+          {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
+           "spec": {"selector": labels, "ports": [{"port": 7000}]}},
+          {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo-pods"},
+           "spec": {"clusterIP": "None", "selector": labels, "ports": [{"port": 7000}]}},
+          {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "echo"},
+           "spec": {"replicas": 2, "serviceName": "echo-pods", "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": on_real_node({"containers": [
+                        {"name": "echo", "image": image, "command": ["sh", "-c", echo_server()],
+                         "readinessProbe": {"tcpSocket": {"port": 7000}, "periodSeconds": 1}}]})}}},
+          pod("client", image, ["sleep", "3600"]))
+    wait_for("2 echo pods ready", lambda: get_json(cluster, "-n", namespace, "statefulset", "echo")
+             .get("status", {}).get("readyReplicas") == 2, timeout=120)
+    wait_running(cluster, namespace, "client")
+    cluster_ip = get_json(cluster, "-n", namespace, "service", "echo")["spec"]["clusterIP"]
+    assert cluster_ip.startswith("198.19.")
+
+    def client(line: str) -> str:
+        result = cluster.kubectl("exec", "-n", namespace, "client", "--", "sh", "-c", line, check=False)
+        return result.stdout.strip() if result.returncode == 0 else f"failed: {result.stderr.strip()}"
+
+    assert client(tcp_client(cluster_ip)) in ("echo-0", "echo-1")
+    name = f"echo.{namespace}.svc.cluster.local"
+    assert wait_for("the Service by DNS name", lambda: client(tcp_client(name)) in ("echo-0", "echo-1"), timeout=30)
+    assert client(f"getent hosts {name}").split()[0] == cluster_ip
+    for ordinal in (0, 1):
+        own = f"echo-{ordinal}.echo-pods.{namespace}.svc.cluster.local"
+        assert wait_for(f"{own} answers", lambda: client(tcp_client(own)) == f"echo-{ordinal}", timeout=30)
+    # Nothing outside the cluster's zones resolves in a pod.
+    assert "failed" in client("getent hosts deb.debian.org")
+
+
+def test_in_cluster_config_and_rbac_from_a_pod(cluster, namespace):
+    """From the operator's own image, in-cluster configuration reaches the API server and RBAC applies."""
+    image = images()["OPERATOR_IMAGE"]
+    cluster.kubectl("create", "serviceaccount", "reader", "-n", namespace)
+    script = ("import kubernetes, sys\n"
+              "kubernetes.config.load_incluster_config()\n"
+              "api = kubernetes.client.CoreV1Api()\n"
+              "try:\n"
+              f"    print('pods:', len(api.list_namespaced_pod('{namespace}').items))\n"
+              "except kubernetes.client.ApiException as error:\n"
+              "    print('status:', error.status)\n")
+    def run_as_reader(name: str) -> str:
+        apply(cluster, namespace, pod(name, image, ["python", "-c", script], restartPolicy="Never",
+                                      serviceAccountName="reader"))
+        wait_for(f"{name} done", lambda: phase(cluster, namespace, name) in ("Succeeded", "Failed"), timeout=120)
+        return cluster.kubectl("logs", "-n", namespace, name).stdout.strip()
+
+    assert run_as_reader("denied") == "status: 403"
+    cluster.kubectl("create", "role", "pod-reader", "-n", namespace, "--verb=list", "--resource=pods")
+    cluster.kubectl("create", "rolebinding", "pod-reader", "-n", namespace, "--role=pod-reader",
+                    f"--serviceaccount={namespace}:reader")
+    assert run_as_reader("allowed").startswith("pods: ")
+
+
+def test_claim_data_survives_pod_and_liveness_restarts(cluster, namespace):
+    """A row of data on a claim outlives its pod; a failing liveness probe restarts the container."""
+    image = images()["POSTGRES_IMAGE"]
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    mount = [{"name": "data", "mountPath": "/data"}]
+
+    def writer(name: str, line: str) -> dict:
+        manifest = pod(name, image, ["sh", "-c", line], restartPolicy="Never",
+                       securityContext={"runAsUser": 999}, **volume)
+        manifest["spec"]["containers"][0]["volumeMounts"] = mount
+        return manifest
+
+    apply(cluster, namespace, claim, writer("first", "echo kept > /data/row && cat /data/row"))
+    wait_for("first pod Succeeded", lambda: phase(cluster, namespace, "first") == "Succeeded", timeout=120)
+    cluster.kubectl("delete", "-n", namespace, "pod", "first")
+    apply(cluster, namespace, writer("second", "cat /data/row"))
+    wait_for("second pod Succeeded", lambda: phase(cluster, namespace, "second") == "Succeeded", timeout=120)
+    assert cluster.kubectl("logs", "-n", namespace, "second").stdout.strip() == "kept"
+
+    flaky = pod("flaky", image, ["sh", "-c", "touch /tmp/alive; sleep 4; rm /tmp/alive; sleep 3600"])
+    flaky["spec"]["containers"][0]["livenessProbe"] = {
+        "exec": {"command": ["test", "-f", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2}
+    apply(cluster, namespace, flaky)
+    wait_for("a liveness restart", lambda: get_json(cluster, "-n", namespace, "pod", "flaky").get("status", {})
+             .get("containerStatuses", [{}])[0].get("restartCount", 0) >= 1, timeout=120)
+
+
+def test_images_come_only_from_the_local_registry(cluster, namespace):
+    """Every registry name resolves to the loopback registry: docker.io's postgres is the local image,
+    and an image the registry lacks is answered 'not found' there, never looked up online."""
+    version = images()["POSTGRES_IMAGE"].rsplit(":", 1)[1]
+    apply(cluster, namespace,
+          pod("hub-name", f"docker.io/library/postgres:{version}", ["postgres", "--version"], restartPolicy="Never"),
+          pod("elsewhere", "docker.io/library/not-here:1", ["true"]))
+    wait_for("docker.io/library/postgres ran", lambda: phase(cluster, namespace, "hub-name") == "Succeeded",
+             timeout=120)
+
+    def pull_error():
+        events = get_json(cluster, "-n", namespace, "events")["items"]
+        return [e["message"] for e in events if e["involvedObject"]["name"] == "elsewhere"
+                and e["reason"] == "Failed" and "not-here" in e["message"]]
+    messages = wait_for("a pull failure", pull_error, timeout=90)
+    assert all("not found" in message and "lookup" not in message and "dial tcp" not in message
+               for message in messages), messages
+
+
+# ------------------------------------------------------------------- safety
+
+
+def test_pod_range_is_blackholed_on_the_host():
+    """The whole 198.18.0.0/15 is unreachable from the host but for the real node's bridge /24."""
+    unreachable = subprocess.run(["ip", "route", "show", "type", "unreachable"], capture_output=True,
+                                 text=True, check=True).stdout
+    assert "198.18.0.0/15" in unreachable
+    lookup = subprocess.run(["ip", "route", "get", "198.19.200.7"], capture_output=True, text=True)
+    assert lookup.returncode != 0 or "unreachable" in lookup.stdout
+    bridge = subprocess.run(["ip", "route", "get", "198.18.128.20"], capture_output=True, text=True, check=True)
+    assert "dev mydb0" in bridge.stdout
+
+
+def test_no_nat_towards_the_outside():
+    """The only masquerade is kube-proxy's, for marked Service traffic; a guard drops all forwarding off the bridge."""
+    nat = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True, check=True).stdout
+    rewriting = [line for line in nat.splitlines() if line.startswith("-A") and ("MASQUERADE" in line or "SNAT" in line)]
+    assert all(line.startswith("-A KUBE-POSTROUTING ") for line in rewriting), rewriting
+    postrouting = [line for line in nat.splitlines() if line.startswith("-A POSTROUTING")]
+    assert all("-j KUBE-POSTROUTING" in line for line in postrouting), postrouting
+    mangle = subprocess.run(["iptables-save", "-t", "mangle"], capture_output=True, text=True, check=True).stdout
+    forward = [line for line in mangle.splitlines() if line.startswith("-A FORWARD")]
+    assert forward and forward[0] == "-A FORWARD -j MYDB-GUARD"
+    assert "-A MYDB-GUARD -i mydb0 -j DROP" in mangle and "-A MYDB-GUARD -o mydb0 -j DROP" in mangle
+    with open("/proc/sys/net/ipv4/conf/all/forwarding") as all_interfaces:
+        assert all_interfaces.read().strip() == "0", "forwarding must stay off but on the pod bridge"
+
+
+def dns_query(name: str) -> tuple[int, list[str]]:
+    """Ask CoreDNS (on the bridge address) for NAME's A record: (rcode, addresses)."""
+    ident = random.randrange(1 << 16)
+    question = b"".join(bytes([len(part)]) + part.encode() for part in name.split(".")) + b"\0"
+    packet = struct.pack(">HHHHHH", ident, 0x0100, 1, 0, 0, 0) + question + struct.pack(">HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.settimeout(5)
+        udp.sendto(packet, (NODE_IP, 53))
+        answer = udp.recv(4096)
+    rcode, count = struct.unpack(">H", answer[2:4])[0] & 0xF, struct.unpack(">H", answer[6:8])[0]
+    addresses, offset = [], 12 + len(question) + 4
+    for _ in range(count):
+        offset += 2 if answer[offset] & 0xC0 == 0xC0 else len(question)
+        kind, _, _, length = struct.unpack(">HHIH", answer[offset:offset + 10])
+        offset += 10
+        if kind == 1:
+            addresses.append(socket.inet_ntoa(answer[offset:offset + length]))
+        offset += length
+    return rcode, addresses
+
+
+def test_coredns_answers_the_cluster_and_refuses_the_rest(cluster):
+    """kubernetes.default resolves to the first Service address; any outside name is REFUSED, never forwarded."""
+    rcode, addresses = dns_query("kubernetes.default.svc.cluster.local")
+    assert (rcode, addresses) == (0, ["198.19.0.1"])
+    for outside in ("deb.debian.org", "example.com", "localhost"):
+        assert dns_query(outside)[0] == 5, outside  # REFUSED
+
+
+# ------------------------------------------------------ down and recovery
+
+
+@pytest.mark.restarts_cluster
+def test_down_leaves_nothing_and_up_recovers_from_a_kill(cluster, operator):
+    """A killed kubelet is noticed by `up`, which rebuilds the node; `down` leaves no process, mount,
+    network namespace, link, iptables chain or route of the node behind; `up` starts it again."""
+    operator.stop()  # it would only log the API server's absence from here on
+    pid = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
+    subprocess.run(["kill", "-9", str(pid)], check=True)
+    time.sleep(0.5)
+    up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], capture_output=True, text=True, timeout=900)
+    assert up.returncode == 0, up.stderr
+    assert "removing it first" in up.stderr
+    wait_for("node Ready again", lambda: any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in get_json(cluster, "node", NODE_NAME).get("status", {}).get("conditions", [])), timeout=120)
+
+    down = subprocess.run([sys.executable, str(CLUSTER_PY), "down"], capture_output=True, text=True, timeout=300)
+    assert down.returncode == 0, down.stderr
+    left = subprocess.run([sys.executable, str(CLUSTER_PY), "leftovers"], capture_output=True, text=True)
+    assert left.returncode == 0 and left.stdout == "", left.stdout
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "cni-" not in netns
+    # The next tests (and the session's teardown) find a cluster as they expect it.
+    again = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr
+
+
+CLUSTER_PY = REPO / "hack" / "cluster.py"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
