@@ -358,6 +358,12 @@ published() {
     POSTGRES_MAJOR_IMAGE "${REF[postgres]}" "library/postgres:${PG_MAJOR}" \
     PAUSE_IMAGE "${REF[pause]}" "mydb/pause:${REF[pause]##*:}" \
     OPERATOR_IMAGE "${REF[operator]}" "mydb/mydatabase-operator:${OPERATOR_VERSION}"
+  # Stand-ins: the same build under the versions the seed and the tests ask
+  # for (postgres --version in them shows the real one).
+  local tag
+  for tag in ${POSTGRES_STANDIN_TAGS}; do
+    printf '%s %s %s\n' "POSTGRES_STANDIN_${tag//./_}" "${REF[postgres]}" "library/postgres:${tag}"
+  done
 }
 
 list() {
