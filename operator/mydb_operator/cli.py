@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from . import api, chartcheck, logs
-from .config import CONFIG
+from . import api, chartcheck, chartsource, logs
+from .config import BUNDLED_CHART, CONFIG
 from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
 from .platform import Platform, PlatformError, load_platform
@@ -69,13 +69,25 @@ def cmd_render(args: argparse.Namespace) -> None:
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)
 
 
-def preflight() -> None:
+def preflight(chart: str) -> None:
     """Fail fast and plainly, before kopf starts: helm, chart and platform config must work together."""
     loaded = platform()
     problems = asyncio.run(chartcheck.incompatibilities(make_helm(loaded), loaded))
     if problems:
-        raise SystemExit("mydb-operator: the chart " + str(CONFIG.chart_dir) + " does not fit the operator:\n  "
+        raise SystemExit("mydb-operator: the chart " + chart + " does not fit the operator:\n  "
                          + "\n  ".join(problems))
+
+
+def use_chart(args: argparse.Namespace) -> str:
+    """Settle the chart: a directory, or an OCI chart pulled once now. Returns how to name it in messages."""
+    try:
+        source = chartsource.from_settings(args.chart, args.chart_version, args.chart_plain_http, os.environ,
+                                           BUNDLED_CHART)
+        if args.needs_chart:
+            CONFIG.chart_dir = chartsource.local_chart(source, CONFIG.helm)
+    except chartsource.ChartSourceError as error:
+        raise SystemExit(f"mydb-operator: {error}") from None
+    return str(source)
 
 
 # glibc's mallopt() parameter numbers, and the environment variables that set them instead
@@ -110,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     from . import handlers  # noqa: F401  (registers the handlers)
 
-    preflight()
+    preflight(args.chart_label)
     CONFIG.namespaces = args.namespace or []
     if args.resync is not None:
         CONFIG.resync_seconds = args.resync
@@ -148,9 +160,15 @@ def lead(args: argparse.Namespace):
     return lease
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; global flags go before the command (charts/mydatabase-operator relies on it)."""
     parser = argparse.ArgumentParser(prog="mydb-operator", description=__doc__)
-    parser.add_argument("--chart", help="chart directory (default: the bundled chart, or MYDB_CHART_DIR)")
+    parser.add_argument("--chart", help="chart directory or oci://HOST/PATH/NAME "
+                        "(default: the bundled chart, or MYDB_CHART_DIR)")
+    parser.add_argument("--chart-version", help="the version of an oci:// chart, required with one "
+                        "(or MYDB_CHART_VERSION)")
+    parser.add_argument("--chart-plain-http", action="store_true", default=None,
+                        help="pull an oci:// chart over plain HTTP (or MYDB_CHART_PLAIN_HTTP=1)")
     parser.add_argument("--helm", help="helm executable (default: helm on PATH, or MYDB_HELM)")
     parser.add_argument("--platform-config", help="platform defaults and patches, YAML (or MYDB_PLATFORM_CONFIG)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -168,22 +186,24 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--leader-lease-namespace", help="default: the pod's namespace")
     run.add_argument("--leader-lease-seconds", type=int, default=15,
                      help="a standby takes over this long after the leader stopped renewing")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, needs_chart=True)
 
     render = commands.add_parser("render", help="print the manifests the operator would apply")
     render.add_argument("-f", "--file", required=True, help="a MyDatabase YAML file, or - for stdin")
     render.add_argument("--namespace", help="namespace to render for (default: the CR's, else default)")
-    render.set_defaults(func=cmd_render)
+    render.set_defaults(func=cmd_render, needs_chart=True)
 
     values = commands.add_parser("values", help="print the Helm values the operator would pass")
     values.add_argument("-f", "--file", required=True, help="a MyDatabase YAML file, or - for stdin")
-    values.set_defaults(func=cmd_values)
+    values.set_defaults(func=cmd_values, needs_chart=False)
+    return parser
 
-    args = parser.parse_args(argv)
-    if args.chart:
-        CONFIG.chart_dir = Path(args.chart)
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     if args.helm:
         CONFIG.helm = args.helm
+    args.chart_label = use_chart(args)
     if args.platform_config:
         CONFIG.platform_config = Path(args.platform_config)
     args.func(args)
