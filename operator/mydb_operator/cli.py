@@ -121,6 +121,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     import kopf
 
     from . import handlers  # noqa: F401  (registers the handlers)
+    from .leader import default_identity
 
     preflight(args.chart_label)
     CONFIG.namespaces = args.namespace or []
@@ -135,6 +136,9 @@ def cmd_run(args: argparse.Namespace) -> None:
             clusterwide=not CONFIG.namespaces,
             namespaces=CONFIG.namespaces,
             standalone=True,
+            # kopf's own default asks the passwd database for the user name,
+            # and the image's numeric user has no entry there.
+            identity=default_identity(),
             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
         )
     finally:

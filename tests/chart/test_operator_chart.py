@@ -463,13 +463,27 @@ def test_replicas_above_one_need_leader_election(helm):
 
 
 def test_platform_config_is_mounted_and_passed(render):
-    """A platform value becomes a ConfigMap, mounted read-only and named by --platform-config."""
+    """A platform value becomes a ConfigMap, mounted read-only and named by MYDB_PLATFORM_CONFIG."""
     out = render({"platform": {"values": {"image": {"registry": "mirror.example.com"}}}, "logFormat": "json"})
     config = out.one("ConfigMap")
     assert yaml.safe_load(config["data"]["platform.yaml"]) == {"values": {"image": {"registry": "mirror.example.com"}}}
     container = deployment_container(out)
-    assert "--platform-config=/etc/mydb-operator/platform.yaml" in container["args"]
+    assert {"name": "MYDB_PLATFORM_CONFIG", "value": "/etc/mydb-operator/platform.yaml"} in container["env"]
     assert "--log-format=json" in container["args"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "platform")
     assert mount == {"name": "platform", "mountPath": "/etc/mydb-operator", "readOnly": True}
     assert not render().kinds("ConfigMap")
+
+
+def test_every_rendered_argument_is_one_the_operator_accepts(render):
+    """The Deployment's args parse with the operator's own command line, every option on.
+
+    Found on the real node: --platform-config after `run` made the operator exit
+    at start-up ("unrecognized arguments") in a crash loop."""
+    from mydb_operator.cli import build_parser
+
+    out = render({"platform": {"values": {"image": {"registry": "mirror.example.com"}}},
+                  "watchNamespaces": ["team-a", "team-b"], "logFormat": "json",
+                  "leaderElection": {"enabled": True}, "metrics": {"enabled": True}})
+    args = build_parser().parse_args(deployment_container(out)["args"])
+    assert args.command == "run" and args.namespace == ["team-a", "team-b"] and args.leader_elect
