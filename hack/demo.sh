@@ -1,53 +1,97 @@
 #!/usr/bin/env bash
-# The operator's main job, end to end on the local control plane: start the
-# cluster if needed, install the CRD and RBAC, run the operator under its own
-# ServiceAccount, apply the seed MyDatabase and watch it become Ready.
+# The operator's main job, end to end on the local cluster, on real pods:
+# start the cluster (its real node, registry and images included), publish
+# the charts to the local registry, install the operator in the cluster from
+# its OCI chart and its image, apply the seed MyDatabase verbatim, watch it
+# become Ready, then use PostgreSQL: write through the read-write Service,
+# read back through the read-only Service, and show the replication.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLUSTER_DIR="${MYDB_CLUSTER_DIR:-${REPO}/.cluster}"
-PY="${REPO}/.venv/bin/python"
+REGISTRY="127.0.0.1:${MYDB_CLUSTER_PORT_BASE:-16400}"
+RELEASE=mydatabase-operator
+OPERATOR_NS=mydb-operator
+CRD=mydatabases.myapp.example.com
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+START=${SECONDS}
 
-step "local control plane (first run builds Kubernetes from source: many minutes)"
+step "local cluster with a real node (a first run builds Kubernetes and the images: many minutes)"
 python3 "${REPO}/hack/cluster.py" up >/dev/null
 BIN="$(bash "${REPO}/hack/build-tools.sh" | tail -1)"
 export KUBECONFIG="${CLUSTER_DIR}/admin.kubeconfig" PATH="${BIN}:${PATH}"
-kubectl get nodes
+kubectl get nodes -L node.mydb.local/real
 
-step "CRD, RBAC and a ServiceAccount kubeconfig for the operator"
-bash "${REPO}/hack/install-dev.sh" "${CLUSTER_DIR}/operator.kubeconfig"
+step "images and charts in the local registry (images rebuilt only when their inputs changed)"
+bash "${REPO}/hack/images.sh" push "${REGISTRY}" 2>&1 | grep -E 'pushed|built in' || true
+bash "${REPO}/hack/publish-charts.sh" "${REGISTRY}"
+CHART_VERSION="$(sed -n 's/^version: *//p' "${REPO}/charts/mydatabase-operator/Chart.yaml")"
+APP_VERSION="$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' \
+  "${REPO}/pyproject.toml")"
 
-step "operator (under ServiceAccount mydb-system/mydb-operator; log: ${CLUSTER_DIR}/logs/operator.log)"
-PID_FILE="${CLUSTER_DIR}/state/pids/mydb-operator.pid"
-if [[ -f "${PID_FILE}" ]] && tr '\0' ' ' < "/proc/$(cat "${PID_FILE}")/cmdline" 2>/dev/null | grep -q mydb_operator.cli; then
-  echo "already running (pid $(cat "${PID_FILE}"))"
-else
-  KUBECONFIG="${CLUSTER_DIR}/operator.kubeconfig" MYDB_HELM="${BIN}/helm" HELM_DRIVER=configmap \
-    nohup "${PY}" -m mydb_operator.cli run --health-port 0 >> "${CLUSTER_DIR}/logs/operator.log" 2>&1 &
-  echo $! > "${PID_FILE}"
-  echo "started (pid $!)"
-fi
+step "operator in the cluster: helm upgrade --install ${RELEASE} oci://${REGISTRY}/charts/mydatabase-operator"
+# Its pod and the databases it manages run on the real node (the platform
+# config of examples/platform-local-node.yaml, pointed at this registry).
+VALUES="$(mktemp)"
+trap 'rm -f "${VALUES}"' EXIT
+"${REPO}/.venv/bin/python" - "${REPO}/examples/platform-local-node.yaml" "${REGISTRY}" "${APP_VERSION}" \
+  >"${VALUES}" <<'EOF'
+import sys, yaml
+platform_file, registry, version = sys.argv[1:]
+platform = yaml.safe_load(open(platform_file))
+platform["values"]["image"]["registry"] = registry
+real_node = {key: platform["values"][key] for key in ("nodeSelector", "tolerations")}
+# pullPolicy Always: a rebuilt image keeps its version tag.
+yaml.safe_dump({"image": {"repository": f"{registry}/mydb/mydatabase-operator", "tag": version,
+                          "pullPolicy": "Always"},
+                "watchNamespaces": ["default"], "platform": platform, **real_node}, sys.stdout)
+EOF
+# crds/ may already be applied by hand (hack/install-dev.sh, the e2e tests):
+# then it stays theirs, and the release installs none.
+CRDS=true
+owner="$(kubectl get crd "${CRD}" -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || echo none)"
+if [[ "${owner}" != none && "${owner}" != "${RELEASE}" ]]; then CRDS=false; fi
+helm upgrade --install "${RELEASE}" "oci://${REGISTRY}/charts/mydatabase-operator" --version "${CHART_VERSION}" \
+  --plain-http --namespace "${OPERATOR_NS}" --create-namespace -f "${VALUES}" --set "crds.install=${CRDS}" \
+  --wait --timeout 5m >/dev/null
+kubectl -n "${OPERATOR_NS}" get deploy,pods -o wide
 
 step "kubectl apply -f examples/production-db.yaml (the seed CR, verbatim)"
 kubectl apply -f "${REPO}/examples/production-db.yaml"
-kubectl get mydb production-db
-for _ in $(seq 1 60); do
-  sleep 2
+for _ in $(seq 1 150); do
   kubectl get mydb production-db --no-headers
   if [[ "$(kubectl get mydb production-db -o jsonpath='{.status.ready}')" == "true" ]]; then break; fi
+  sleep 2
 done
 kubectl wait --for=condition=Ready mydb/production-db --timeout=60s
 
 step "what the operator made"
-kubectl get mydb production-db
-kubectl get statefulset,pods,svc,pvc,cronjob -l app.kubernetes.io/instance=production-db -L myapp.example.com/role
-kubectl get mydb production-db -o jsonpath='{.status.conditions}' | "${PY}" -m json.tool
+kubectl get statefulset,pods,svc,pvc,cronjob -l app.kubernetes.io/instance=production-db -o wide \
+  -L myapp.example.com/role
+
+step "real PostgreSQL: a row through the read-write Service, read back through the read-only one"
+uri="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
+uri_ro="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri-ro}' | base64 -d)"
+psql_in() { kubectl exec "$1" -c postgres -- psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; }
+psql_in production-db-2 "${uri}" -qc "create table if not exists demo (id serial primary key, said text, at timestamptz default now())" \
+  -c "insert into demo (said) values ('hello from the demo, through the read-write Service')"
+for _ in $(seq 1 20); do
+  if [[ -n "$(psql_in production-db-2 "${uri_ro}" -Atc "select 1 from demo limit 1" 2>/dev/null)" ]]; then break; fi
+  sleep 0.5
+done
+psql_in production-db-2 "${uri_ro}" -c "select id, said, pg_is_in_recovery() as on_a_replica, inet_server_addr() as server from demo order by id desc limit 3"
+
+step "pg_stat_replication on the primary (production-db-0)"
+psql_in production-db-0 "${uri}" -c "select application_name, client_addr, state, sync_state, replay_lag from pg_stat_replication order by 1"
+kubectl exec production-db-0 -c postgres -- postgres --version
 
 cat <<EOM
 
-production-db is Ready. Try:
+production-db is Ready on real pods ($(( SECONDS - START )) s for this run). Still running: the local cluster
+(control plane, kwok nodes, the real node) and the operator Deployment ${OPERATOR_NS}/${RELEASE}. Try:
   export KUBECONFIG=${KUBECONFIG} PATH=${BIN}:\$PATH
+  kubectl exec -it production-db-0 -c postgres -- psql "\$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
   kubectl scale mydb/production-db --replicas=5 && kubectl get mydb -w
+  kubectl -n ${OPERATOR_NS} logs deploy/${RELEASE}
   kubectl delete mydb production-db      # PVCs and the credentials Secret are kept (deletionPolicy Retain)
-  make cluster-down                      # stops the operator and the control plane
+  make cluster-down                      # stops everything the demo started (the image cache stays)
 EOM
