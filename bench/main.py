@@ -48,7 +48,12 @@ def bin_dir() -> str:
 
 
 def cluster_up() -> bool:
-    """Start the control plane unless it is healthy; True if this call started it."""
+    """Start the control plane unless it is healthy; True if this call started it.
+
+    Without the real node unless asked (MYDB_REAL_NODE=1): every benchmark pod
+    runs on kwok, and the node's kube-proxy would only add the cost of
+    programming iptables for hundreds of Services to the machine's load."""
+    os.environ.setdefault("MYDB_REAL_NODE", "0")
     status = subprocess.run([sys.executable, str(REPO / "hack" / "cluster.py"), "status"], capture_output=True)
     if status.returncode == 0:
         return False
