@@ -311,6 +311,7 @@ def test_parameters_render_sorted_and_quoted(render):
         "log_line_prefix = 'it''s a \\\\ test'",
         "max_connections = '200'",
         "pg_stat_statements.max = '10000'",
+        "wal_keep_size = '256MB'",
         "work_mem = '64MB'",
     ]
 

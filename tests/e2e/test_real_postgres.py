@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import time
 
 import pytest
 import yaml
 
 from .conftest import operator_instead, wait_ready
-from .realnode import NODE_NAME, REGISTRY, REPO
+from .realnode import NODE_NAME, REGISTRY, REPO, images, on_real_node
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -98,3 +100,228 @@ def test_database_elsewhere_stays_on_kwok(cluster, operator, namespace):
     node = get_json(cluster, "-n", namespace, "pod", "simulated-0")["spec"]["nodeName"]
     assert node.startswith("kwok-node-")
 
+
+# --- Failures, backups and hibernation on real pods -------------------------------------------------------------
+
+def row_facts(last: int) -> str:
+    """What rows() reads once ids 1..LAST are written: their count and their sum."""
+    return f"{last}|{last * (last + 1) // 2}"
+
+
+ROW_FACTS = row_facts(100)  # the first write_rows
+
+
+def create_db(cluster, namespace: str, name: str, **spec) -> None:
+    """A MyDatabase like SEED (its backup schedule included), small, at 15.2, with SPEC's fields on top."""
+    body = {**SEED, "metadata": {"name": name},
+            "spec": {**SEED["spec"], "version": "15.2", "storage": "1Gi", **spec}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+
+
+def write_rows(cluster, namespace: str, primary: str, first: int = 1, last: int = 100) -> None:
+    """Insert ids FIRST..LAST into the table kept (created on first use) on PRIMARY."""
+    sql(cluster, namespace, primary, "create table if not exists kept (id int primary key, note text); "
+                                     f"insert into kept select i, 'row ' || i from generate_series({first}, {last}) i")
+
+
+def rows(cluster, namespace: str, pod: str) -> str:
+    """'count|sum of ids' of the table write_rows filled, as POD serves it."""
+    return sql(cluster, namespace, pod, "select count(*), sum(id) from kept")
+
+
+def streaming_replicas(cluster, namespace: str, primary: str) -> int:
+    return int(sql(cluster, namespace, primary,
+                   "select count(*) from pg_stat_replication where state = 'streaming'"))
+
+
+def ready_status(cluster, namespace: str, name: str) -> str:
+    """The MyDatabase's Ready condition status ('True', 'False', or '' when it has none yet)."""
+    conditions = (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("conditions") or []
+    return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
+
+
+def pod_uid(cluster, namespace: str, pod: str) -> str:
+    """The uid of POD while it exists and is not being deleted; '' otherwise."""
+    found = get_json(cluster, "-n", namespace, "pod", pod)
+    return "" if not found or found["metadata"].get("deletionTimestamp") else found["metadata"]["uid"]
+
+
+def container_log(cluster, namespace: str, pod: str) -> str:
+    return cluster.kubectl("logs", "-n", namespace, pod, "-c", "postgres").stdout
+
+
+def delete_pod_and_wait_ready_again(cluster, namespace: str, name: str, pod: str, while_down=None) -> None:
+    """Delete POD as a node drain would (graceful); the database must leave Ready, get a new POD, and be Ready.
+    WHILE_DOWN, if given, runs once the database has left Ready, before the new POD is waited for."""
+    old = pod_uid(cluster, namespace, pod)
+    assert old, f"{pod} does not exist"
+    assert ready_status(cluster, namespace, name) == "True"
+    cluster.kubectl("delete", "-n", namespace, "pod", pod, "--wait=false")
+    wait_for(f"mydb/{name} to leave Ready after deleting {pod}",
+             lambda: ready_status(cluster, namespace, name) != "True", timeout=60, interval=0.2)
+    if while_down:
+        while_down()
+    wait_for(f"a new {pod}", lambda: pod_uid(cluster, namespace, pod) not in ("", old), timeout=180)
+    wait_ready(cluster, namespace, name, timeout=300)
+
+
+def test_primary_and_replica_loss_restart_cleanly_and_keep_rows(cluster, real_operator, namespace):
+    """Deleting the primary pod shuts PostgreSQL down cleanly (the new pod's log says 'shut down at', with no crash
+    recovery), status leaves Ready and comes back, every row is on the new primary and both replicas stream again;
+    deleting a replica pod likewise brings it back clean, and it catches up with rows written while it was down even
+    though the primary switched WAL segments and checkpointed meanwhile (the primary keeps the WAL it needs)."""
+    name, primary, replica = "production-db", "production-db-0", "production-db-1"
+    create_db(cluster, namespace, name, replicas=3)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, primary)
+    assert rows(cluster, namespace, primary) == ROW_FACTS
+    for pod in ("production-db-1", "production-db-2"):
+        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
+    wait_for("both replicas streaming", lambda: streaming_replicas(cluster, namespace, primary) == 2, timeout=60)
+
+    delete_pod_and_wait_ready_again(cluster, namespace, name, primary)
+    assert sql(cluster, namespace, primary, "select pg_is_in_recovery()") == "f"
+    assert rows(cluster, namespace, primary) == ROW_FACTS
+    # The new primary has a new address. A replica that reconnects while DNS still names the old one waits out the
+    # kernel's TCP connect timeout (about 130 s: libpq's walreceiver has no connect timeout) before it asks again.
+    wait_for("both replicas streaming from the new primary",
+             lambda: streaming_replicas(cluster, namespace, primary) == 2, timeout=240)
+    log = container_log(cluster, namespace, primary)
+    assert "database system was shut down at" in log, log
+    assert "database system was interrupted" not in log and "automatic recovery" not in log, log
+    wait_for("the new pod labelled primary", lambda: get_json(cluster, "-n", namespace, "pod", primary)
+             ["metadata"]["labels"].get("myapp.example.com/role") == "primary", timeout=30)
+
+    def write_while_the_replica_is_down():
+        wait_for(f"{replica} gone from pg_stat_replication",
+                 lambda: streaming_replicas(cluster, namespace, primary) == 1, timeout=60, interval=0.2)
+        write_rows(cluster, namespace, primary, 101, 200)
+        sql(cluster, namespace, primary, "select pg_switch_wal()")
+        write_rows(cluster, namespace, primary, 201, 300)
+        sql(cluster, namespace, primary, "checkpoint")
+
+    delete_pod_and_wait_ready_again(cluster, namespace, name, replica, while_down=write_while_the_replica_is_down)
+    assert sql(cluster, namespace, replica, "select pg_is_in_recovery()") == "t"
+    wait_for(f"{replica} to catch up with the rows written while it was down",
+             lambda: rows(cluster, namespace, replica) == row_facts(300), timeout=60)
+    wait_for("both replicas streaming again", lambda: streaming_replicas(cluster, namespace, primary) == 2,
+             timeout=120)
+    log = container_log(cluster, namespace, replica)
+    assert "database system was shut down in recovery at" in log, log
+    assert "database system was interrupted" not in log, log
+
+
+def job_outcome(cluster, namespace: str, job: str) -> str:
+    """'Complete' or 'Failed' once the Job has finished, '' before."""
+    conditions = (get_json(cluster, "-n", namespace, "job", job).get("status") or {}).get("conditions") or []
+    return next((c["type"] for c in conditions if c["type"] in ("Complete", "Failed") and c["status"] == "True"), "")
+
+
+def backup_status(cluster, namespace: str, name: str) -> dict:
+    return (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("backup") or {}
+
+
+def finished_phase(cluster, namespace: str, pod: str) -> str:
+    """'Succeeded' or 'Failed' once POD has ended, '' before."""
+    phase = (get_json(cluster, "-n", namespace, "pod", pod).get("status") or {}).get("phase", "")
+    return phase if phase in ("Succeeded", "Failed") else ""
+
+
+def run_on_real_node_with_backups(cluster, namespace: str, pod: str, claim: str, script: str) -> str:
+    """Run SCRIPT (sh) in a PostgreSQL container on the real node with CLAIM mounted read-only at /backups;
+    assert it succeeds and return its log."""
+    spec = on_real_node({
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "check", "image": images()["POSTGRES_IMAGE"], "command": ["/bin/sh", "-c", script],
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "backups", "mountPath": "/backups", "readOnly": True}],
+        }],
+        "volumes": [{"name": "backups", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
+    })
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod}, "spec": spec}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    phase = wait_for(f"pod {pod} to finish", lambda: finished_phase(cluster, namespace, pod), timeout=120)
+    log = cluster.kubectl("logs", "-n", namespace, pod).stdout
+    assert phase == "Succeeded", f"{pod} {phase}:\n{log}"
+    return log
+
+
+def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(cluster, real_operator, namespace):
+    """backup-now=<epoch> runs one backup Job on the real node that succeeds; its pg_dump file and a matching
+    checksum are in the backups volume and hold the table; status.backup records the request and the success;
+    a new MyDatabase restored from it (backup: latest) restores that very dump, becomes Ready and has every row,
+    on its primary and on its replica."""
+    name = "production-db"
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+
+    token = str(int(time.time()))
+    cluster.kubectl("annotate", "-n", namespace, f"mydb/{name}", f"myapp.example.com/backup-now={token}",
+                    "--overwrite")
+    job = wait_for("the on-demand Job in status.backup", lambda: (lambda b: b.get("lastOnDemandRequest") == token
+                   and b.get("lastOnDemandJob"))(backup_status(cluster, namespace, name)), timeout=60)
+    outcome = wait_for(f"Job {job} to finish", lambda: job_outcome(cluster, namespace, job), timeout=180)
+    job_log = cluster.kubectl("logs", "-n", namespace, f"job/{job}", check=False)
+    assert outcome == "Complete", f"{job}: {outcome}\n{job_log.stdout}{job_log.stderr}"
+    job_pods = get_json(cluster, "-n", namespace, "pods", "-l", f"job-name={job}")["items"]
+    assert job_pods and all(p["spec"]["nodeName"] == NODE_NAME for p in job_pods)
+    written = re.search(r"backup: wrote /backups/(\d{8}T\d{6}Z\.dump) ", job_log.stdout)
+    assert written, job_log.stdout
+    dump = written.group(1)
+
+    wait_for("status.backup records the success", lambda: backup_status(cluster, namespace, name)
+             .get("lastSuccessfulJob") == job, timeout=60)
+    assert backup_status(cluster, namespace, name).get("lastSuccessfulTime")
+    conditions = get_json(cluster, "-n", namespace, "mydb", name)["status"]["conditions"]
+    healthy = next(c for c in conditions if c["type"] == "BackupHealthy")
+    assert (healthy["status"], healthy["reason"]) == ("True", "BackupSucceeded"), healthy
+
+    listing = run_on_real_node_with_backups(
+        cluster, namespace, "backup-check", f"{name}-backups",
+        f"cd /backups && ls -1 && sha256sum -c {dump}.sha256 && pg_restore -l {dump}")
+    assert dump in listing.split() and f"{dump}.sha256" in listing.split(), listing
+    assert f"{dump}: OK" in listing, listing
+    assert re.search(r"TABLE DATA public kept ", listing), listing
+
+    create_db(cluster, namespace, "restored", replicas=2, restore={"fromDatabase": name, "backup": "latest"})
+    wait_ready(cluster, namespace, "restored", timeout=300)
+    assert dump in container_log(cluster, namespace, "restored-0")
+    assert rows(cluster, namespace, "restored-0") == ROW_FACTS
+    assert sql(cluster, namespace, "restored-1", "select pg_is_in_recovery()") == "t"
+    assert rows(cluster, namespace, "restored-1") == ROW_FACTS
+
+
+def test_hibernate_and_wake_keep_the_rows(cluster, real_operator, namespace):
+    """hibernate: true stops every real pod (phase Hibernated, Ready False, claims kept); false brings the database
+    back Ready with every row on the primary and the replica, the primary having been shut down cleanly."""
+    name = "production-db"
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+
+    def database_pods() -> list[str]:
+        return [p["metadata"]["name"] for p in get_json(cluster, "-n", namespace, "pods", "-l",
+                f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]]
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"hibernate": true}}')
+    wait_for("phase Hibernated with no pods", lambda: not database_pods() and (
+        get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("phase") == "Hibernated",
+        timeout=180)
+    assert ready_status(cluster, namespace, name) == "False"
+    claims = get_json(cluster, "-n", namespace, "pvc", "-l",
+                      f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]
+    assert sorted(c["metadata"]["name"] for c in claims) == [f"data-{name}-0", f"data-{name}-1"]
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"hibernate": false}}')
+    wait_ready(cluster, namespace, name, timeout=300)
+    assert rows(cluster, namespace, f"{name}-0") == ROW_FACTS
+    assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
+    log = container_log(cluster, namespace, f"{name}-0")
+    assert "database system was shut down at" in log and "database system was interrupted" not in log, log
