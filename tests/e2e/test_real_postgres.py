@@ -37,10 +37,14 @@ def real_operator(operator, namespace, tmp_path):
         yield own
 
 
-def sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1") -> str:
+def run_sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1"):
     """Run QUERY with psql inside POD as the database's superuser, over TCP (scram, as clients do)."""
     line = f'PGPASSWORD="$POSTGRES_PASSWORD" psql -h {host} -U "$POSTGRES_USER" -d postgres -Atc "{query}"'
-    result = cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
+    return cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
+
+
+def sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1") -> str:
+    result = run_sql(cluster, namespace, pod, query, host=host)
     assert result.returncode == 0, f"{pod}: {query}: {result.stderr}"
     return result.stdout.strip()
 
@@ -76,10 +80,18 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
                  == "written on the primary", timeout=30)
 
     # Many connections through each Service: which kind of server answers.
+    def answer(service: str) -> str:
+        # A pod's resolver gave up once ("Temporary failure in name resolution") while the whole
+        # suite loaded the machine; clients retry that, and so does this check, which is about routing.
+        def attempt():
+            result = run_sql(cluster, namespace, replicas[0], "select pg_is_in_recovery()",
+                             host=f"{service}.{namespace}.svc.cluster.local")
+            assert result.returncode == 0 or "name resolution" in result.stderr, result.stderr
+            return result.stdout.strip() if result.returncode == 0 else None
+        return wait_for(f"a connection through {service}", attempt, timeout=30)
+
     def answers(service: str) -> set[str]:
-        query = "select pg_is_in_recovery()"
-        return {sql(cluster, namespace, replicas[0], query, host=f"{service}.{namespace}.svc.cluster.local")
-                for _ in range(12)}
+        return {answer(service) for _ in range(12)}
     assert answers("production-db") == {"f"}
     assert answers("production-db-ro") == {"t"}
 
