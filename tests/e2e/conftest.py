@@ -14,11 +14,14 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
+from .realnode import REGISTRY, local_node_platform
 from .waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,3 +168,34 @@ def wait_ready(cluster, namespace: str, name: str, timeout: float = 120) -> None
         f"mydb/{name} not Ready after {time.monotonic() - started:.0f}s: {result.stderr}\n"
         + cluster.kubectl("get", "-n", namespace, f"mydb/{name}", "-o", "yaml", check=False).stdout
     )
+
+
+@pytest.fixture
+def real_operator(operator, namespace, tmp_path):
+    """An operator for this namespace whose platform config puts databases on the real node."""
+    platform = tmp_path / "platform.yaml"
+    platform.write_text(yaml.safe_dump(local_node_platform()))
+    with operator_instead(operator, namespace, "operator-real-postgres.log",
+                          MYDB_PLATFORM_CONFIG=str(platform)) as own:
+        yield own
+
+
+def chart_version(chart: str) -> str:
+    return str(yaml.safe_load((REPO / "charts" / chart / "Chart.yaml").read_text())["version"])
+
+
+@pytest.fixture(scope="module")
+def published(cluster) -> str:
+    """The project's charts in the registry the cluster's real node runs; returns the database chart's version."""
+    try:
+        urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=5).close()
+    except OSError as error:
+        pytest.skip(f"no registry at {REGISTRY} (the real node runs it): {error}")
+    result = subprocess.run(["bash", str(REPO / "hack" / "publish-charts.sh"), REGISTRY],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"charts: pushed oci://{REGISTRY}/charts/mydatabase:{chart_version('mydatabase')}",
+        f"charts: pushed oci://{REGISTRY}/charts/mydatabase-operator:{chart_version('mydatabase-operator')}",
+    ]
+    return chart_version("mydatabase")

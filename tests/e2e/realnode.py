@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 NODE_NAME = "mydb-real-node"
 NODE_LABEL = "node.mydb.local/real"
@@ -27,3 +29,10 @@ def on_real_node(pod_spec: dict) -> dict:
         "nodeSelector": {NODE_LABEL: "true"},
         "tolerations": [{"key": NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
     }
+
+
+def local_node_platform() -> dict:
+    """examples/platform-local-node.yaml, pointed at this cluster's registry (its port base may differ)."""
+    config = yaml.safe_load((REPO / "examples" / "platform-local-node.yaml").read_text())
+    config["values"]["image"]["registry"] = REGISTRY
+    return config

@@ -7,11 +7,9 @@ import os
 import re
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from .conftest import REPO, operator_instead, wait_ready
 from .realnode import REGISTRY
@@ -20,27 +18,6 @@ from .waiting import get_json
 
 pytestmark = pytest.mark.e2e
 REFERENCE = f"oci://{REGISTRY}/charts/mydatabase"
-
-
-def chart_version(chart: str) -> str:
-    return str(yaml.safe_load((REPO / "charts" / chart / "Chart.yaml").read_text())["version"])
-
-
-@pytest.fixture(scope="module")
-def published(cluster) -> str:
-    """The project's charts in the registry the cluster's real node runs; returns the database chart's version."""
-    try:
-        urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=5).close()
-    except OSError as error:
-        pytest.skip(f"no registry at {REGISTRY} (the real node runs it): {error}")
-    result = subprocess.run(["bash", str(REPO / "hack" / "publish-charts.sh"), REGISTRY],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        f"charts: pushed oci://{REGISTRY}/charts/mydatabase:{chart_version('mydatabase')}",
-        f"charts: pushed oci://{REGISTRY}/charts/mydatabase-operator:{chart_version('mydatabase-operator')}",
-    ]
-    return chart_version("mydatabase")
 
 
 def test_an_oci_chart_is_pulled_once_and_runs_like_a_directory(cluster, operator, namespace, published):

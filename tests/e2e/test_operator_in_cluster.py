@@ -9,9 +9,8 @@ import subprocess
 import pytest
 import yaml
 
-from .conftest import REPO, wait_ready
-from .realnode import NODE_NAME, REGISTRY, images
-from .test_oci_chart import chart_version, published  # noqa: F401  (the fixture)
+from .conftest import chart_version, wait_ready
+from .realnode import NODE_NAME, REGISTRY, images, local_node_platform
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -24,10 +23,9 @@ def helm(cluster, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def in_cluster(cluster, operator, namespace, published, tmp_path):  # noqa: F811
+def in_cluster(cluster, operator, namespace, published, tmp_path):
     """The operator chart from oci://, watching this namespace only; the shared operator stands aside."""
-    platform = yaml.safe_load((REPO / "examples" / "platform-local-node.yaml").read_text())
-    platform["values"]["image"]["registry"] = REGISTRY
+    platform = local_node_platform()
     repository, tag = images()["OPERATOR_IMAGE"].rsplit(":", 1)
     values = {
         "image": {"repository": repository, "tag": tag},

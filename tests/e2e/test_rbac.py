@@ -196,7 +196,9 @@ def make_helm_the_only_crd_manager(cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster_wide(cluster, helm):
+def cluster_wide(cluster, helm, operator):
+    """`operator` first: its hack/install-dev.sh applies crds/ with kubectl, which must come
+    before make_helm_the_only_crd_manager, whichever test of this module runs first."""
     install = Install(release=f"rbac-cw-{SUFFIX}", namespace=f"rbac-cw-{SUFFIX}")
     create_namespace(cluster, install.namespace, restricted=True)
     # The CRD may exist already (crds/ applied by hack/install-dev.sh, or kept by an
@@ -293,11 +295,14 @@ def test_namespaced_rights_only_in_watched_namespaces(cluster, namespaced, no_ri
     assert not can_i(cluster, user, "create", "secrets", "-n", other)
 
 
-def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path):
+def test_namespaced_operator_runs_under_its_roles(cluster, operator, namespaced, tmp_path):
     """The operator process, with the namespaced ServiceAccount's token and -n a -n b,
     brings a MyDatabase in a to Ready and deletes it; it is never refused anything
     (it does not scan namespaces when given -n), and never touches c."""
     install, other = namespaced
+    # The suite's operator watches every namespace: with it running, two operators raced
+    # for this database ("release: already exists" from one, a failed purge from the other).
+    suite_operator = operator
     watched = install.watch[0]
     kubeconfig = tmp_path / "operator.kubeconfig"
     subprocess.run([sys.executable, str(REPO / "hack" / "cluster.py"), "sa-kubeconfig", "-n", install.namespace,
@@ -305,6 +310,7 @@ def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path)
                    env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
     operator = OperatorProcess(cluster=cluster, kubeconfig=kubeconfig, log_path=tmp_path / "operator.log",
                                args=[arg for namespace in install.watch for arg in ("-n", namespace)])
+    suite_operator.stop()
     operator.start()
     try:
         body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "scoped"},
@@ -318,6 +324,7 @@ def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path)
         wait_for("the release uninstalled", lambda: not get_json(cluster, "-n", watched, "statefulset", "scoped"))
     finally:
         operator.stop()
+        suite_operator.start()
     text = operator.log_since_start()
     assert "Traceback" not in text, text
     refused = [line for line in text.splitlines() if re.search(r"forbidden", line, re.I)]

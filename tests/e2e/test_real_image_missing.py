@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from .test_real_postgres import SEED, real_operator  # noqa: F401  (the fixture)
+from .test_real_postgres import SEED
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
 
 
-def test_missing_image_is_reported_in_status(cluster, real_operator, namespace):  # noqa: F811
+def test_missing_image_is_reported_in_status(cluster, real_operator, namespace):
     """PostgreSQL 16.1 has no image in the local registry: the pod cannot pull it, and the MyDatabase
     goes Degraded with the pod and the pull failure named in its Ready condition."""
     body = {**SEED, "metadata": {"name": "no-image"}, "spec": {**SEED["spec"], "replicas": 1, "version": "16.1"}}

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from .realnode import NODE_IP, NODE_NAME, REGISTRY, REPO, images, on_real_node
+from .realnode import NODE_IP, NODE_NAME, REPO, images, on_real_node
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e

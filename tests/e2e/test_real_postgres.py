@@ -16,25 +16,12 @@ import time
 import pytest
 import yaml
 
-from .conftest import operator_instead, wait_ready
+from .conftest import wait_ready
 from .realnode import NODE_NAME, REGISTRY, REPO, images, on_real_node
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
-PLATFORM = REPO / "examples" / "platform-local-node.yaml"
 SEED = yaml.safe_load((REPO / "examples" / "production-db.yaml").read_text())
-
-
-@pytest.fixture
-def real_operator(operator, namespace, tmp_path):
-    """An operator for this namespace whose platform config puts databases on the real node."""
-    platform = tmp_path / "platform.yaml"
-    config = yaml.safe_load(PLATFORM.read_text())
-    config["values"]["image"]["registry"] = REGISTRY  # the cluster's port base may differ from the example's
-    platform.write_text(yaml.safe_dump(config))
-    with operator_instead(operator, namespace, "operator-real-postgres.log",
-                          MYDB_PLATFORM_CONFIG=str(platform)) as own:
-        yield own
 
 
 def run_sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1"):
