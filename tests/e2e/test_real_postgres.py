@@ -324,3 +324,133 @@ def test_hibernate_and_wake_keep_the_rows(cluster, real_operator, namespace):
     assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
     log = container_log(cluster, namespace, f"{name}-0")
     assert "database system was shut down at" in log and "database system was interrupted" not in log, log
+
+
+def test_failed_backup_on_real_pods_turns_condition_false_with_one_warning(cluster, real_operator, namespace):
+    """A backup Job made from the database's CronJob whose pg_dump cannot reach a server (its PGHOST a Service with no
+    endpoints, as when the primary is unreachable) really fails on the real node: BackupHealthy turns False naming
+    the Job, status.backup records it, one Warning Event is posted; the next on-demand backup makes it healthy."""
+    name = "production-db"
+    create_db(cluster, namespace, name, replicas=1)
+    wait_ready(cluster, namespace, name, timeout=300)
+    # A Service that selects nothing: connections to it are refused, as they are to a primary that is down.
+    unreachable = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "no-primary"},
+                   "spec": {"selector": {"app.kubernetes.io/instance": "nothing"}, "ports": [{"port": 5432}]}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(unreachable))
+
+    template = get_json(cluster, "-n", namespace, "cronjob", f"{name}-backup")["spec"]["jobTemplate"]
+    container = template["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [{**e, "value": "no-primary"} if e["name"] == "PGHOST" else e for e in container["env"]]
+    failing = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": f"{name}-backup-unreachable", "labels": template["metadata"]["labels"]},
+               "spec": template["spec"]}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(failing))
+    job = failing["metadata"]["name"]
+    outcome = wait_for(f"Job {job} to finish", lambda: job_outcome(cluster, namespace, job), timeout=180)
+    assert outcome == "Failed"
+    job_pods = get_json(cluster, "-n", namespace, "pods", "-l", f"job-name={job}")["items"]
+    assert job_pods and all(p["spec"]["nodeName"] == NODE_NAME for p in job_pods)
+    log = cluster.kubectl("logs", "-n", namespace, job_pods[0]["metadata"]["name"]).stdout
+    assert "pg_dump: error: connection to server" in log, log
+
+    def backup_condition() -> dict:
+        conditions = (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "BackupHealthy"), {})
+    wait_for("BackupHealthy False", lambda: backup_condition().get("reason") == "BackupFailed", timeout=120)
+    assert backup_condition()["status"] == "False" and job in backup_condition()["message"]
+    assert backup_status(cluster, namespace, name)["lastFailedJob"] == job
+
+    def backup_warnings() -> int:
+        events = get_json(cluster, "-n", namespace, "events", "--field-selector",
+                          f"involvedObject.kind=MyDatabase,involvedObject.name={name},type=Warning")["items"]
+        return sum(e.get("count", 1) for e in events if e["reason"] == "BackupFailed")
+    wait_for("a BackupFailed Warning", lambda: backup_warnings() >= 1, timeout=60)
+
+    cluster.kubectl("annotate", "-n", namespace, f"mydb/{name}", "myapp.example.com/backup-now=after-the-failure")
+    wait_for("BackupHealthy True again", lambda: backup_condition().get("status") == "True", timeout=240)
+    assert backup_warnings() == 1
+
+
+def test_deleted_database_with_retain_is_adopted_again_with_its_rows(cluster, real_operator, namespace):
+    """Deleting a MyDatabase (deletionPolicy Retain, the default) stops its pods and keeps its claims and
+    credentials; applying it again adopts them: the same Secret, the same rows on the primary and the replica."""
+    name = "production-db"
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+    secret_uid = get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"]
+
+    cluster.kubectl("delete", "-n", namespace, f"mydb/{name}", "--timeout=120s")
+    wait_for("the pods gone", lambda: not get_json(cluster, "-n", namespace, "pods", "-l",
+                                                   f"app.kubernetes.io/instance={name}")["items"], timeout=120)
+    claims = sorted(c["metadata"]["name"] for c in get_json(cluster, "-n", namespace, "pvc")["items"])
+    assert claims == [f"data-{name}-0", f"data-{name}-1", f"{name}-backups"], claims
+
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    assert get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"] == secret_uid
+    assert rows(cluster, namespace, f"{name}-0") == ROW_FACTS
+    assert sql(cluster, namespace, f"{name}-1", "select pg_is_in_recovery()") == "t"
+    assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
+    log = container_log(cluster, namespace, f"{name}-0")
+    assert "database system was shut down at" in log and "database system was interrupted" not in log, log
+
+
+def test_storage_growth_keeps_the_rows_and_the_pods(cluster, real_operator, namespace):
+    """Raising spec.storage on real pods grows both claims without restarting PostgreSQL: the same pods, the rows
+    on both, the replica still streaming."""
+    name = "production-db"
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+    before = {pod: pod_uid(cluster, namespace, pod) for pod in (f"{name}-0", f"{name}-1")}
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"storage": "2Gi"}}')
+    wait_for("both claims at 2Gi", lambda: sorted(
+        c["status"].get("capacity", {}).get("storage") for c in get_json(
+            cluster, "-n", namespace, "pvc", "-l", f"app.kubernetes.io/instance={name},"
+            "app.kubernetes.io/component=database")["items"]) == ["2Gi", "2Gi"], timeout=120)
+    def last_operation() -> tuple[str, str]:
+        done = (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("lastOperation") or {}
+        return done.get("type", ""), done.get("result", "")
+    wait_for("the resize recorded as succeeded", lambda: last_operation() == ("Resize", "Succeeded"), timeout=120)
+    wait_ready(cluster, namespace, name, timeout=120)
+    assert {pod: pod_uid(cluster, namespace, pod) for pod in before} == before, "the resize restarted pods"
+    write_rows(cluster, namespace, f"{name}-0", 101, 200)
+    for pod in before:
+        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == row_facts(200), timeout=30)
+    assert streaming_replicas(cluster, namespace, f"{name}-0") == 1
+
+
+def test_minor_version_change_rolls_replicas_first_primary_last_and_keeps_the_rows(cluster, real_operator,
+                                                                                   namespace):
+    """15.2 -> 15.3 (two tags of the same Debian build) replaces the real pods from the highest ordinal down, the
+    primary last; the new pods run the 15.3 image, every row is kept and both replicas stream again."""
+    name = "production-db"
+    create_db(cluster, namespace, name, replicas=3)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+    wait_for("both replicas streaming", lambda: streaming_replicas(cluster, namespace, f"{name}-0") == 2, timeout=60)
+    pods = [f"{name}-{ordinal}" for ordinal in range(3)]
+    uids = {pod: pod_uid(cluster, namespace, pod) for pod in pods}
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"version": "15.3"}}')
+    replaced: list[str] = []  # in the order the poll first saw each pod replaced
+
+    def all_replaced() -> bool:
+        for pod in pods:
+            if pod not in replaced and pod_uid(cluster, namespace, pod) != uids[pod]:
+                replaced.append(pod)
+        return len(replaced) == 3
+    wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
+    assert replaced == [f"{name}-2", f"{name}-1", f"{name}-0"], replaced
+    wait_for("status.version 15.3", lambda: (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {})
+             .get("version") == "15.3", timeout=300)
+    wait_ready(cluster, namespace, name, timeout=300)
+    for pod in pods:
+        image = get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"]
+        assert image == f"{REGISTRY}/library/postgres:15.3", (pod, image)
+        assert rows(cluster, namespace, pod) == ROW_FACTS
+    wait_for("both replicas streaming again", lambda: streaming_replicas(cluster, namespace, f"{name}-0") == 2,
+             timeout=240)
