@@ -3,14 +3,21 @@
 # buildah, from Debian's packages and this repository. Nothing is ever pulled
 # from an image registry (every build is --pull=never):
 #
-#   debian    localhost/mydb/debian:bookworm      debootstrap --variant=minbase
-#             from this machine's Debian mirror, plus the host's CA bundle
-#   postgres  localhost/mydb/postgres:15.N and :15   Debian's postgresql-15
-#   pause     localhost/mydb/pause:1.0            containerd's sandbox image
-#   golang    docker.io/library/golang:1.26-bookworm       local stand-ins for
-#   python    docker.io/library/python:3.11-slim-bookworm  the Dockerfile's bases
-#   operator  localhost/mydb/mydatabase-operator:<version>  the project's
-#             Dockerfile, unchanged
+#   debian         localhost/mydb/debian:bookworm   debootstrap --variant=minbase
+#   debian-trixie  localhost/mydb/debian:trixie     of the suite from this
+#                  machine's Debian mirror, plus the host's CA bundle
+#   postgres       localhost/mydb/postgres:15.N and :15   bookworm's postgresql-15
+#   postgres-17    localhost/mydb/postgres:17.N and :17   trixie's postgresql-17
+#   pause          localhost/mydb/pause:1.0         containerd's sandbox image
+#   golang         docker.io/library/golang:1.26-bookworm       local stand-ins for
+#   python         docker.io/library/python:3.11-slim-bookworm  the Dockerfile's bases
+#   operator       localhost/mydb/mydatabase-operator:<version>  the project's
+#                  Dockerfile, unchanged
+#
+# One function builds the Debian base of any suite (build_debian), one any
+# PostgreSQL major on the base of the suite that packages it (build_postgres,
+# hack/images/postgres/Containerfile with ARG BASE and ARG PG_MAJOR); the
+# BUILD table below says which image is built with which arguments.
 #
 # Each image carries a label (org.mydb.inputs) with a hash of what it is built
 # from, its base image's id included, and is rebuilt only when that changes.
@@ -20,14 +27,17 @@
 #   hack/images.sh push REGISTRY  build if needed, then push to REGISTRY
 #                                 (a loopback registry over plain http)
 #   hack/images.sh list           KEY=REF lines, REF relative to the registry:
-#       DEBIAN_IMAGE=mydb/debian:bookworm
-#       POSTGRES_IMAGE=library/postgres:15.N   POSTGRES_MAJOR_IMAGE=library/postgres:15
-#       PAUSE_IMAGE=mydb/pause:1.0             OPERATOR_IMAGE=mydb/mydatabase-operator:<version>
-#       POSTGRES_VERSION=15.N
+#       DEBIAN_IMAGE=mydb/debian:bookworm       DEBIAN_TRIXIE_IMAGE=mydb/debian:trixie
+#       POSTGRES_IMAGE=library/postgres:15.N    POSTGRES_MAJOR_IMAGE=library/postgres:15
+#       POSTGRES17_IMAGE=library/postgres:17.N  POSTGRES17_MAJOR_IMAGE=library/postgres:17
+#       PAUSE_IMAGE=mydb/pause:1.0              OPERATOR_IMAGE=mydb/mydatabase-operator:<version>
+#       POSTGRES_STANDIN_15_2=library/postgres:15.2 (one per POSTGRES_STANDIN_TAGS)
+#       POSTGRES_VERSION=15.N                   POSTGRES17_VERSION=17.N
 #
-# What goes into each image besides this script lives in hack/images/<name>/.
-# Scratch space (the debootstrap tarball, build logs) is under
-# ${MYDB_CACHE:-~/.cache/mydb-operator}/images.
+# What goes into each image besides this script lives in hack/images/<name>/,
+# named after its build function (both bases use debian/, both PostgreSQL
+# images postgres/). Scratch space (a debootstrap tarball per suite, build
+# logs) is under ${MYDB_CACHE:-~/.cache/mydb-operator}/images.
 set -euo pipefail
 # A failing command inside $(...) must stop the script too.
 shopt -s inherit_errexit
@@ -39,24 +49,35 @@ source "${HACK_DIR}/versions.env"
 
 WORK="${MYDB_CACHE:-${HOME}/.cache/mydb-operator}/images"
 INPUTS_LABEL=org.mydb.inputs
-SUITE=bookworm
-PG_MAJOR=15
+SUITE=bookworm   # the default base: the Dockerfile's stand-ins and PostgreSQL 15 use it
+PG_MAJOR=15      # the PostgreSQL of the plain POSTGRES_* keys and of the stand-in tags
+DEBIAN_REPO=localhost/mydb/debian
 POSTGRES_REPO=localhost/mydb/postgres
 OPERATOR_VERSION="$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' \
   "${REPO}/pyproject.toml")"
 
 # The stand-ins must carry exactly the names the Dockerfile's FROM lines use.
 declare -A REF=(
-  [debian]="localhost/mydb/debian:${SUITE}"
+  [debian]="${DEBIAN_REPO}:${SUITE}"
+  [debian-trixie]="${DEBIAN_REPO}:trixie"
   [postgres]="${POSTGRES_REPO}:${PG_MAJOR}"
+  [postgres-17]="${POSTGRES_REPO}:17"
   [pause]=localhost/mydb/pause:1.0
   [golang]=docker.io/library/golang:1.26-bookworm
   [python]=docker.io/library/python:3.11-slim-bookworm
   [operator]="localhost/mydb/mydatabase-operator:${OPERATOR_VERSION}"
 )
+# KEY -> build_<first word>, called with the inputs hash and the other words:
+# build_debian SUITE, build_postgres MAJOR SUITE (the suite that packages it).
+declare -A BUILD=(
+  [debian]="debian ${SUITE}"                 [debian-trixie]="debian trixie"
+  [postgres]="postgres ${PG_MAJOR} ${SUITE}" [postgres-17]="postgres 17 trixie"
+  [pause]=pause [golang]=golang [python]=python [operator]=operator
+)
 # Every base before the images built FROM it.
-ORDER=(debian postgres pause golang python operator)
-declare -A BASES=([postgres]=debian [golang]=debian [python]=debian [operator]="golang python")
+ORDER=(debian debian-trixie postgres postgres-17 pause golang python operator)
+declare -A BASES=([postgres]=debian [postgres-17]=debian-trixie [golang]=debian [python]=debian
+                  [operator]="golang python")
 
 declare -A BUILD_SECONDS=()  # what this run built, for the summary
 BUILDING=""                  # the image being built, if any
@@ -126,19 +147,24 @@ source_digest() {  # PATHS...
     done | sha256sum | cut -c1-16
 }
 
-# Everything an image is built from, as text: its build function, its folder
-# under hack/images/, its bases' ids and whatever else goes into it.
+# Everything an image is built from, as text: its build function and that
+# function's arguments, its folder under hack/images/ (named after the
+# function), its bases' ids and whatever else goes into it.
 inputs_of() {  # KEY
-  local key="$1" base
-  declare -f "build_${key}"
+  local key="$1" base build
+  read -ra build <<<"${BUILD[${key}]}"
+  declare -f "build_${build[0]}"
+  echo "arguments ${build[*]:1}"
   for base in ${BASES[${key}]:-}; do
     echo "base ${base} $(image_id "${REF[${base}]}")"
   done
-  if [[ -d "hack/images/${key}" ]]; then echo "files $(source_digest "hack/images/${key}")"; fi
-  case "${key}" in
+  if [[ -d "hack/images/${build[0]}" ]]; then echo "files $(source_digest "hack/images/${build[0]}")"; fi
+  case "${build[0]}" in
     debian) declare -f debian_tarball write_sources
-            echo "${SUITE} $(debian_mirror) $(security_mirror)"
+            echo "$(debian_mirror) $(security_mirror)"
             sha256sum /etc/ssl/certs/ca-certificates.crt ;;
+    # Its build ends by running the chart's scripts in it: a change to them is tested again.
+    postgres) source_digest charts/mydatabase/scripts ;;
     pause | golang) go env GOVERSION GOROOT ;;
     operator) echo "${OPERATOR_VERSION} ${HELM_VERSION}"
               source_digest Dockerfile .dockerignore pyproject.toml README.md operator charts crds ;;
@@ -151,16 +177,18 @@ is_current() { [[ "$(image_inputs "${REF[$1]}")" == "$(inputs_hash "$1")" ]]; }
 
 # ------------------------------------------------------------------- debian
 
-# debootstrap is the slow part of the base (a minute or two), so its rootfs is
-# kept as a tarball; finish.sh applies the suite's updates on every build.
-debian_tarball() {  # MIRROR -> prints the tarball's path
-  local mirror="$1" tarball rootfs="${WORK}/rootfs"
-  tarball="${WORK}/debian-${SUITE}-$(echo "${SUITE} ${mirror}" | sha256sum | cut -c1-12).tar"
+# debootstrap is the slow part of a base (a minute or two), so its rootfs is
+# kept as a tarball, one per suite; finish.sh applies the suite's updates on
+# every build.
+debian_tarball() {  # SUITE MIRROR -> prints the tarball's path
+  local suite="$1" mirror="$2" tarball rootfs="${WORK}/rootfs"
+  tarball="${WORK}/debian-${suite}-$(echo "${suite} ${mirror}" | sha256sum | cut -c1-12).tar"
   if [[ ! -s "${tarball}" ]]; then
-    # --one-file-system: never descend into a /proc a failed debootstrap left mounted.
-    rm -rf --one-file-system "${rootfs}" "${WORK}"/debian-*.tar*
-    log "debootstrap ${SUITE} from ${mirror}"
-    quiet debootstrap --variant=minbase --include=ca-certificates "${SUITE}" "${rootfs}" "${mirror}"
+    # --one-file-system: never descend into a /proc a failed debootstrap left
+    # mounted. The other suites' tarballs stay.
+    rm -rf --one-file-system "${rootfs}" "${WORK}/debian-${suite}-"*.tar*
+    log "debootstrap ${suite} from ${mirror}"
+    quiet debootstrap --variant=minbase --include=ca-certificates "${suite}" "${rootfs}" "${mirror}"
     # Devices come from the runtime; the host's resolv.conf and hostname and
     # debootstrap's one-line sources (build_debian writes its own) stay out.
     tar -C "${rootfs}" --numeric-owner -cf "${tarball}.partial" \
@@ -173,29 +201,30 @@ debian_tarball() {  # MIRROR -> prints the tarball's path
   echo "${tarball}"
 }
 
-# The image's apt sources: the host's mirrors, with the suite's updates and
-# security fixes (postgresql-15 gets its point releases there).
-write_sources() {  # FILE
-  local mirror security
+# An image's apt sources: the host's mirrors (whatever suite the host runs),
+# with the image's suite and its updates and security fixes (PostgreSQL gets
+# its point releases there).
+write_sources() {  # SUITE FILE
+  local suite="$1" mirror security
   mirror="$(debian_mirror)"
   security="$(security_mirror)"
   printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: main\nSigned-By: %s\n' \
-    "${mirror}" "${SUITE}" "${SUITE}" /usr/share/keyrings/debian-archive-keyring.gpg > "$1"
+    "${mirror}" "${suite}" "${suite}" /usr/share/keyrings/debian-archive-keyring.gpg > "$2"
   if [[ -n "${security}" ]]; then
     printf '\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: main\nSigned-By: %s\n' \
-      "${security}" "${SUITE}" /usr/share/keyrings/debian-archive-keyring.gpg >> "$1"
+      "${security}" "${suite}" /usr/share/keyrings/debian-archive-keyring.gpg >> "$2"
   fi
 }
 
-build_debian() {  # INPUTS-HASH
-  local ctr=mydb-images-debian mirror tarball
+build_debian() {  # INPUTS-HASH SUITE
+  local suite="$2" ctr="mydb-images-debian-$2" mirror tarball
   mirror="$(debian_mirror)"
   [[ -n "${mirror}" ]] || die "no Debian mirror (a URI ending in /debian) in /etc/apt/sources.list*"
-  tarball="$(debian_tarball "${mirror}")"
-  write_sources "${WORK}/debian.sources"
+  tarball="$(debian_tarball "${suite}" "${mirror}")"
+  write_sources "${suite}" "${WORK}/debian-${suite}.sources"
   new_container "${ctr}" scratch
   quiet buildah add "${ctr}" "${tarball}" /
-  quiet buildah copy "${ctr}" "${WORK}/debian.sources" /etc/apt/sources.list.d/debian.sources
+  quiet buildah copy "${ctr}" "${WORK}/debian-${suite}.sources" /etc/apt/sources.list.d/debian.sources
   quiet buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env LANG=C.UTF-8 --cmd '["bash"]' "${ctr}"
   quiet buildah run --network host "${ctr}" -- sh -c "$(cat hack/images/debian/finish.sh)"
@@ -204,35 +233,38 @@ build_debian() {  # INPUTS-HASH
   # module proxy; Debian's bundle alone cannot verify those connections.
   quiet buildah copy "${ctr}" /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
   quiet buildah config --label "${INPUTS_LABEL}=$1" "${ctr}"
-  quiet buildah commit --rm "${ctr}" "${REF[debian]}"
+  quiet buildah commit --rm "${ctr}" "${DEBIAN_REPO}:${suite}"
 }
 
 # ----------------------------------------------------------------- postgres
 
-build_postgres() {  # INPUTS-HASH
-  local ctr=mydb-images-check version
+# Debian's postgresql-MAJOR of SUITE, FROM that suite's base, as
+# POSTGRES_REPO:MAJOR and POSTGRES_REPO:<its real version>.
+build_postgres() {  # INPUTS-HASH MAJOR SUITE
+  local major="$2" suite="$3" ctr=mydb-images-check ref="${POSTGRES_REPO}:$2" version
   quiet buildah bud --network=host --pull=never --label "${INPUTS_LABEL}=$1" \
-    -f hack/images/postgres/Containerfile -t "${REF[postgres]}" hack/images/postgres
-  new_container "${ctr}" "${REF[postgres]}"
+    --build-arg "BASE=${DEBIAN_REPO}:${suite}" --build-arg "PG_MAJOR=${major}" \
+    -f hack/images/postgres/Containerfile -t "${ref}" hack/images/postgres
+  new_container "${ctr}" "${ref}"
   # "postgres (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)" -> 15.14
   version="$(buildah run --network none "${ctr}" -- postgres --version |
     sed -n 's/^postgres (PostgreSQL) \([0-9]*\.[0-9]*\).*/\1/p')"
-  [[ "${version}" == "${PG_MAJOR}".* ]] || die "postgres --version in the image gave '${version}'"
+  [[ "${version}" == "${major}".* ]] || die "postgres --version in the image gave '${version}'"
   log "postgres ${version}: running the chart's scripts in it (hack/images/postgres/smoke-test.sh)"
   quiet buildah run --network none --user 999:999 \
     -v "${REPO}/charts/mydatabase/scripts:/scripts:ro" -v "${REPO}/hack/images/postgres:/smoke:ro" \
     "${ctr}" -- sh /smoke/smoke-test.sh
   quiet buildah rm "${ctr}"
-  quiet buildah tag "${REF[postgres]}" "${POSTGRES_REPO}:${version}"
+  quiet buildah tag "${ref}" "${POSTGRES_REPO}:${version}"
 }
 
 # The full version's tag is the other name of the :MAJOR image.
-postgres_version() {
+postgres_version() {  # MAJOR
   local id name
-  id="$(image_id "${REF[postgres]}")"
+  id="$(image_id "${POSTGRES_REPO}:$1")"
   [[ -n "${id}" ]] || return 0
   for name in $(buildah images --format '{{.Name}}:{{.Tag}}' --filter "id=${id}" 2>/dev/null); do
-    case "${name}" in "${POSTGRES_REPO}:${PG_MAJOR}".*) echo "${name##*:}"; return ;; esac
+    case "${name}" in "${POSTGRES_REPO}:$1".*) echo "${name##*:}"; return ;; esac
   done
 }
 
@@ -299,7 +331,7 @@ build_operator() {  # INPUTS-HASH
 # ------------------------------------------------------------------ commands
 
 ensure() {  # KEY: build the image unless it is current
-  local key="$1" want have state start old
+  local key="$1" want have state start old build
   want="$(inputs_hash "${key}")"
   have="$(image_inputs "${REF[${key}]}")"
   [[ "${have}" != "${want}" ]] || return 0
@@ -311,7 +343,8 @@ ensure() {  # KEY: build the image unless it is current
   log "building ${key} (${state}); output in ${LOG}"
   BUILDING="${key}"
   start="${SECONDS}"
-  "build_${key}" "${want}"
+  read -ra build <<<"${BUILD[${key}]}"
+  "build_${build[0]}" "${want}" "${build[@]:1}"
   BUILD_SECONDS[${key}]=$((SECONDS - start))
   BUILDING=""
   LOG=/dev/null
@@ -341,21 +374,42 @@ summary() {
   for key in "${ORDER[@]}"; do
     took="up to date"
     if [[ -n "${BUILD_SECONDS[${key}]:-}" ]]; then took="built in ${BUILD_SECONDS[${key}]}s"; fi
-    log "$(printf '%-8s %-46s %-16s %s' "${key}" "${REF[${key}]}" "${took}" "$(image_size "${REF[${key}]}")")"
+    log "$(printf '%-13s %-46s %-16s %s' "${key}" "${REF[${key}]}" "${took}" "$(image_size "${REF[${key}]}")")"
   done
 }
 
+# The version of each PostgreSQL image, or die: what list and push name them by.
+postgres_versions() {  # -> MAJOR VERSION lines
+  local key build major version
+  for key in "${ORDER[@]}"; do
+    read -r build major _ <<<"${BUILD[${key}]}"
+    [[ "${build}" == postgres ]] || continue
+    version="$(postgres_version "${major}")"
+    [[ -n "${version}" ]] || die "no ${REF[${key}]} image: run hack/images.sh build first"
+    echo "${major} ${version}"
+  done
+}
+
+# The list key of a PostgreSQL major: POSTGRES for PG_MAJOR (the keys the
+# tests have always read), POSTGRES<major> for the others.
+postgres_key() { if [[ "$1" == "${PG_MAJOR}" ]]; then echo POSTGRES; else echo "POSTGRES$1"; fi; }
+
 # What goes to the registry: KEY LOCAL-REF NAME (NAME relative to the
 # registry). PostgreSQL goes where charts/mydatabase looks for it by default
-# (library/postgres, tag = the database's version).
+# (library/postgres, tag = the database's version, and its major).
 published() {
-  local pg
-  pg="$(postgres_version)"
-  [[ -n "${pg}" ]] || die "no ${REF[postgres]} image: run hack/images.sh build first"
+  local versions major version key
+  versions="$(postgres_versions)"
   printf '%s %s %s\n' \
     DEBIAN_IMAGE "${REF[debian]}" "mydb/debian:${SUITE}" \
-    POSTGRES_IMAGE "${POSTGRES_REPO}:${pg}" "library/postgres:${pg}" \
-    POSTGRES_MAJOR_IMAGE "${REF[postgres]}" "library/postgres:${PG_MAJOR}" \
+    DEBIAN_TRIXIE_IMAGE "${REF[debian-trixie]}" "mydb/debian:trixie"
+  while read -r major version; do
+    key="$(postgres_key "${major}")"
+    printf '%s %s %s\n' \
+      "${key}_IMAGE" "${POSTGRES_REPO}:${version}" "library/postgres:${version}" \
+      "${key}_MAJOR_IMAGE" "${POSTGRES_REPO}:${major}" "library/postgres:${major}"
+  done <<<"${versions}"
+  printf '%s %s %s\n' \
     PAUSE_IMAGE "${REF[pause]}" "mydb/pause:${REF[pause]##*:}" \
     OPERATOR_IMAGE "${REF[operator]}" "mydb/mydatabase-operator:${OPERATOR_VERSION}"
   # Stand-ins: the same build under the versions the seed and the tests ask
@@ -367,10 +421,13 @@ published() {
 }
 
 list() {
-  local lines key ref name
+  local lines key ref name versions major version
   lines="$(published)"
   while read -r key ref name; do echo "${key}=${name}"; done <<<"${lines}"
-  echo "POSTGRES_VERSION=$(postgres_version)"
+  versions="$(postgres_versions)"
+  while read -r major version; do
+    echo "$(postgres_key "${major}")_VERSION=${version}"
+  done <<<"${versions}"
 }
 
 # The config digest the registry holds for REGISTRY/NAME:TAG, if any. A push
