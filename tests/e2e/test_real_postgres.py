@@ -454,3 +454,20 @@ def test_minor_version_change_rolls_replicas_first_primary_last_and_keeps_the_ro
         assert rows(cluster, namespace, pod) == ROW_FACTS
     wait_for("both replicas streaming again", lambda: streaming_replicas(cluster, namespace, f"{name}-0") == 2,
              timeout=240)
+
+
+def test_postgresql_17_runs_from_the_trixie_image(cluster, real_operator, namespace):
+    """A database at the version of the Debian 13 build (17.N) pulls library/postgres:17.N from the local registry
+    and runs it for real: the server says 17, the replica streams and has the rows."""
+    image = images()["POSTGRES17_IMAGE"]
+    version = image.rsplit(":", 1)[1]
+    name = "pg17"
+    create_db(cluster, namespace, name, replicas=2, version=version)
+    wait_ready(cluster, namespace, name, timeout=300)
+    for pod in (f"{name}-0", f"{name}-1"):
+        assert get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"] == image
+    assert sql(cluster, namespace, f"{name}-0", "show server_version").startswith(f"{version} ")
+    assert sql(cluster, namespace, f"{name}-1", "select pg_is_in_recovery()") == "t"
+    write_rows(cluster, namespace, f"{name}-0")
+    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+    assert streaming_replicas(cluster, namespace, f"{name}-0") == 1
