@@ -195,8 +195,10 @@ def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, ti
 
 def start_operator(ctx: argparse.Namespace, log_name: str) -> OperatorProcess:
     """The operator as a child process, once it watches everything (start-up is not part of a wave)."""
+    # Leader election is on by default; its Lease goes where that ServiceAccount may write one.
     operator = OperatorProcess(ctx.sa_kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / log_name,
-                               resync=ctx.resync, helm_parallel=ctx.parallel)
+                               resync=ctx.resync, helm_parallel=ctx.parallel,
+                               extra_args=["--leader-lease-namespace", SA_NAMESPACE])
     started = ctx.cluster.apiserver_metrics()
     operator.start()
     wait_watching(ctx.cluster, started, ctx.meaning)

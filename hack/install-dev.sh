@@ -2,10 +2,12 @@
 # Installs what the operator needs on the local control plane, the way a
 # platform team would: the CRD from crds/ and the ServiceAccount and RBAC from
 # charts/mydatabase-operator (its Deployment off: the operator runs here as a
-# local process; its CRD copy off: crds/ is applied directly; the Lease Role
-# on, for the leader-election tests). Then mints a
-# kubeconfig for that ServiceAccount, so the operator runs with exactly the
-# rights the chart grants.
+# local process; its CRD copy off: crds/ is applied directly; leader election
+# on: the operator elects by default, so it needs the Lease Role in mydb-system
+# (run it with --leader-lease-namespace mydb-system: the minted kubeconfig names
+# no namespace) and the cluster-wide list of Leases for its overlap check). Then
+# mints a kubeconfig for that ServiceAccount, so the operator runs with exactly
+# the rights the chart grants.
 #
 #   hack/install-dev.sh OUT_KUBECONFIG
 set -euo pipefail

@@ -8,6 +8,10 @@ KIND = "MyDatabase"
 FINALIZER = f"{GROUP}/finalizer"
 ANNOTATION_PREFIX = GROUP
 ROLE_LABEL = f"{GROUP}/role"
+# On the leader-election Lease: marks it as an operator's, and names the namespaces it guards
+# ("*" or "a,b"), so that another instance can tell whether their scopes overlap.
+OPERATOR_LEASE_LABEL = f"{GROUP}/operator-lease"
+OPERATOR_SCOPE_ANNOTATION = f"{GROUP}/operator-scope"
 PRIMARY, REPLICA = "primary", "replica"
 
 # Labels the bundled chart puts on everything it renders (selectors use name + instance).

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -18,6 +19,12 @@ from .helm import Helm, HelmError
 from .model import SpecError, parse_spec
 from .platform import Platform, PlatformError, load_platform
 from .values import database_values
+
+if TYPE_CHECKING:
+    from .leader import LeaderLease
+
+# Not __name__: run as `python -m mydb_operator.cli`, this module is __main__.
+log = logging.getLogger("mydb_operator.cli")
 
 
 def load_database(path: str) -> dict[str, Any]:
@@ -121,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     import kopf
 
     from . import handlers  # noqa: F401  (registers the handlers)
-    from .leader import default_identity
+    from .leader import ScopeConflict, default_identity
 
     preflight(args.chart_label)
     CONFIG.namespaces = args.namespace or []
@@ -130,7 +137,16 @@ def cmd_run(args: argparse.Namespace) -> None:
     if args.metrics_port is not None:
         CONFIG.metrics_port = args.metrics_port
     logs.configure(args.log_format)
-    lease = lead(args) if args.leader_elect else None
+    lease = None
+    if args.leader_elect:
+        try:
+            lease = lead(args)
+        except ScopeConflict as conflict:
+            log.error("%s", conflict)
+            raise SystemExit(2) from None
+    else:
+        log.warning("leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
+                    "instance from acting on the same databases at the same time; make sure only one runs")
     try:
         kopf.run(
             clusterwide=not CONFIG.namespaces,
@@ -146,22 +162,41 @@ def cmd_run(args: argparse.Namespace) -> None:
             lease.release()
 
 
-def lead(args: argparse.Namespace):
-    """Block until this replica holds the Lease (answering /healthz meanwhile); exit when it loses it."""
+def lead(args: argparse.Namespace) -> LeaderLease:
+    """Block until this instance holds the Lease (answering /healthz meanwhile); exit when it loses it.
+
+    Raises ScopeConflict when another live instance, under another Lease, manages
+    namespaces this one would manage too."""
     import kubernetes
 
-    from .leader import LeaderLease, default_identity, default_namespace, standby_health
+    from .leader import LeaderLease, ScopeConflict, default_identity, default_namespace, scope_of, standby_health
 
     try:
         kubernetes.config.load_incluster_config()
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config()
     lease = LeaderLease(args.leader_lease_name, args.leader_lease_namespace or default_namespace(),
-                        default_identity(), duration=args.leader_lease_seconds)
-    with standby_health(args.health_port):
+                        default_identity(), duration=args.leader_lease_seconds, scope=scope_of(CONFIG.namespaces))
+    with standby_health(args.health_port, lease.standby_status):
+        lease.refuse_overlap()  # a second instance fails at once instead of standing by for the wrong Lease
         lease.acquire()
+        try:
+            lease.refuse_overlap()  # two that started at the same moment: each now sees the other's Lease
+        except ScopeConflict:
+            lease.release()
+            raise
     lease.keep(on_lost=lambda: os._exit(1))  # a standby takes over; the Deployment restarts this one
     return lease
+
+
+def true_or_false(text: str) -> bool:
+    """--leader-elect=true|false (and yes/no, on/off, 1/0)."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "on", "1"):
+        return True
+    if value in ("false", "no", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -184,10 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--health-port", type=int, default=8080, help="liveness endpoint port (0: off)")
     run.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9090, 0: off)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
-    run.add_argument("--leader-elect", action="store_true",
-                     help="with several replicas: only the holder of a Lease reconciles")
-    run.add_argument("--leader-lease-name", default="mydb-operator")
-    run.add_argument("--leader-lease-namespace", help="default: the pod's namespace")
+    # nargs="?": a bare --leader-elect (what older charts pass) still means true.
+    run.add_argument("--leader-elect", type=true_or_false, nargs="?", const=True, default=True,
+                     metavar="true|false", help="reconcile only while holding a Lease, and refuse to start "
+                     "beside another instance that manages an overlapping set of namespaces (default: true); "
+                     "false: nothing stops a second instance")
+    run.add_argument("--leader-lease-name", default="mydb-operator", help="the Lease (default: mydb-operator); "
+                     "instances that name the same Lease stand by for each other")
+    run.add_argument("--leader-lease-namespace", help="default: POD_NAMESPACE, else the pod's service-account "
+                     "namespace, else the current kubeconfig context's namespace, else default")
     run.add_argument("--leader-lease-seconds", type=int, default=15,
                      help="a standby takes over this long after the leader stopped renewing")
     run.set_defaults(func=cmd_run, needs_chart=True)

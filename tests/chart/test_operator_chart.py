@@ -49,6 +49,9 @@ CLUSTER_RIGHTS = {
 }
 # In the release namespace, with leaderElection.enabled.
 LEASE_RIGHTS = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+# Cluster-scoped, with leaderElection.enabled (the default): the other operators' Leases are
+# listed to refuse a second instance whose namespaces overlap.
+LEASE_LIST_RIGHTS = {("coordination.k8s.io", "leases"): {"list"}}
 
 
 class Rendered:
@@ -98,7 +101,7 @@ def test_cluster_wide_by_default(render):
     out = render()
     assert [r["metadata"]["name"] for r in out.kinds("Role")] == [f"{RELEASE}-leader-election"]
     role = out.one("ClusterRole")
-    assert rights(role) == {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS}
+    assert rights(role) == {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS, **LEASE_LIST_RIGHTS}
     binding = out.one("ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": role["metadata"]["name"]}
@@ -111,7 +114,7 @@ def test_cluster_wide_by_default(render):
 
 def test_watch_namespaces_gives_a_role_per_namespace(render):
     """watchNamespaces [a, b]: a Role and RoleBinding in each with the namespaced
-    rights; the ClusterRole keeps only the CRD read; the operator watches a and b."""
+    rights; the ClusterRole keeps only the cluster-scope reads; the operator watches a and b."""
     out = render({"watchNamespaces": ["team-a", "team-b"]})
     roles = {r["metadata"]["namespace"]: r for r in out.kinds("Role") if not r["metadata"]["name"].endswith("-election")}
     bindings = {b["metadata"]["namespace"]: b for b in out.kinds("RoleBinding")
@@ -123,7 +126,7 @@ def test_watch_namespaces_gives_a_role_per_namespace(render):
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                       "name": role["metadata"]["name"]}
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
-    assert rights(out.one("ClusterRole")) == CLUSTER_RIGHTS
+    assert rights(out.one("ClusterRole")) == {**CLUSTER_RIGHTS, **LEASE_LIST_RIGHTS}
     args = deployment_container(out)["args"]
     assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
 
@@ -161,10 +164,13 @@ def test_least_privilege_everywhere(render, values):
 
 def test_leader_election_role_and_flags(render):
     """leaderElection.enabled: a Role for Leases in the release namespace only (no
-    other rights), and the operator takes the Lease named after the release there."""
+    other rights), a cluster-wide list of Leases for the overlap check, and the
+    operator (which elects by default) takes the Lease named after the release there.
+    Off: no Lease right at all, and the operator is told --leader-elect=false."""
     off = render({"leaderElection": {"enabled": False}})
     assert not off.kinds("Role")
-    assert not any(a.startswith("--leader") for a in deployment_container(off)["args"])
+    assert ("coordination.k8s.io", "leases") not in rights(off.one("ClusterRole"))
+    assert [a for a in deployment_container(off)["args"] if a.startswith("--leader")] == ["--leader-elect=false"]
     assert off.one("Deployment")["spec"]["strategy"] == {"type": "Recreate"}
     out = render({"leaderElection": {"enabled": True, "leaseSeconds": 20}, "watchNamespaces": ["team-a"]})
     leases = [r for r in out.kinds("Role") if r["metadata"]["name"] == f"{RELEASE}-leader-election"]
@@ -176,8 +182,9 @@ def test_leader_election_role_and_flags(render):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
     container = deployment_container(out)
     assert [a for a in container["args"] if a.startswith("--leader")] == [
-        "--leader-elect", f"--leader-lease-name={RELEASE}", f"--leader-lease-namespace={NAMESPACE}",
-        "--leader-lease-seconds=20"]
+        f"--leader-lease-name={RELEASE}", f"--leader-lease-namespace={NAMESPACE}", "--leader-lease-seconds=20"]
+    cluster_role = rights(out.one("ClusterRole"))
+    assert cluster_role[("coordination.k8s.io", "leases")] == {"list"}
     pod_name = next(e for e in container["env"] if e["name"] == "POD_NAME")
     assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
@@ -486,4 +493,7 @@ def test_every_rendered_argument_is_one_the_operator_accepts(render):
                   "watchNamespaces": ["team-a", "team-b"], "logFormat": "json",
                   "leaderElection": {"enabled": True}, "metrics": {"enabled": True}})
     args = build_parser().parse_args(deployment_container(out)["args"])
-    assert args.command == "run" and args.namespace == ["team-a", "team-b"] and args.leader_elect
+    assert args.command == "run" and args.namespace == ["team-a", "team-b"] and args.leader_elect is True
+    assert (args.leader_lease_name, args.leader_lease_namespace) == (RELEASE, NAMESPACE)
+    off = render({"leaderElection": {"enabled": False}})
+    assert build_parser().parse_args(deployment_container(off)["args"]).leader_elect is False

@@ -8,6 +8,7 @@ it runs) makes is checked against the RBAC that chart ships, not admin's.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import pytest
 import yaml
 
 from .realnode import REGISTRY, local_node_platform
-from .waiting import wait_for
+from .waiting import get_json, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,9 +40,18 @@ class OperatorProcess:
     metrics_port: int = 0
     env: dict[str, str] = field(default_factory=dict)  # extra environment, e.g. MYDB_CHART_DIR
     args: list[str] = field(default_factory=list)  # extra `run` arguments, e.g. ["-n", NAMESPACE]
+    # The operator elects a leader by default. Its Lease goes where the ServiceAccount
+    # of hack/install-dev.sh may write one (the kubeconfig names no namespace), and
+    # lasts 5 s so that a start after a SIGKILL leads within seconds (a SIGTERM
+    # releases the Lease at once). Every instance of the suite shares this Lease
+    # unless a test names another: one stands by while the other runs.
+    lease_namespace: str = "mydb-system"
+    lease_name: str = "mydb-operator"
+    lease_seconds: int = 5
+    health_port: int = 0  # /healthz (a standby's says whom it waits for); 0: off
 
     def start(self, wait: bool = True) -> None:
-        """Start the operator; with wait, return once it has loaded its chart (a standby never does)."""
+        """Start the operator; with wait, return once it leads and has loaded its chart (a standby never does)."""
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
@@ -56,8 +67,10 @@ class OperatorProcess:
         log.flush()
         self.metrics_port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mydb_operator.cli", "run", "--health-port", "0", "--resync", str(self.resync),
-             "--metrics-port", str(self.metrics_port), *self.args],
+            [sys.executable, "-m", "mydb_operator.cli", "run", "--health-port", str(self.health_port),
+             "--resync", str(self.resync), "--metrics-port", str(self.metrics_port),
+             "--leader-lease-namespace", self.lease_namespace, "--leader-lease-name", self.lease_name,
+             "--leader-lease-seconds", str(self.lease_seconds), *self.args],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
         )
         if wait:
@@ -73,6 +86,10 @@ class OperatorProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+                if sig == signal.SIGTERM:
+                    # Killed, it could not release its Lease: an instance under another Lease
+                    # would be refused (overlapping scope) until the Lease expires.
+                    time.sleep(self.lease_seconds + 1)
 
     def restart(self) -> None:
         self.stop()
@@ -101,12 +118,14 @@ class OperatorProcess:
 
 
 @contextlib.contextmanager
-def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, **env: str):
+def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, *, args: Sequence[str] = (),
+                     **env: str):
     """Run a second operator (own log, own environment, this namespace only) while the shared one is stopped.
 
-    The shared operator is started again afterwards, so the other tests keep working."""
+    It takes the shared one's Lease, which that one released on its way out. The
+    shared operator is started again afterwards, so the other tests keep working."""
     own = OperatorProcess(cluster=operator.cluster, kubeconfig=operator.kubeconfig,
-                          log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace])
+                          log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace, *args])
     operator.stop()
     try:
         own.start()
@@ -114,6 +133,16 @@ def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, *
     finally:
         own.stop()
         operator.start()
+
+
+def lease_free(cluster, namespace: str, name: str) -> bool:
+    """Nobody holds the Lease: released, not renewed for its duration, or never made."""
+    spec = get_json(cluster, "-n", namespace, "lease", name).get("spec") or {}
+    if not spec.get("holderIdentity") or not spec.get("renewTime"):
+        return True
+    renewed = datetime.datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
+    expires = renewed + datetime.timedelta(seconds=spec.get("leaseDurationSeconds") or 0)
+    return expires < datetime.datetime.now(datetime.timezone.utc)
 
 
 def descendants(pid: int) -> list[int]:

@@ -3,13 +3,14 @@ the Dockerfile, two replicas on the real node with leader election, databases on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 
 import pytest
 import yaml
 
-from .conftest import chart_version, wait_ready
+from .conftest import chart_version, lease_free, wait_ready
 from .realnode import NODE_NAME, REGISTRY, images, local_node_platform
 from .waiting import get_json, wait_for
 
@@ -44,6 +45,11 @@ def in_cluster(cluster, operator, namespace, published, tmp_path):
         yield
     finally:
         helm(cluster, "uninstall", RELEASE, "-n", namespace, "--wait")
+        # The suite's operator (all namespaces) refuses to start while a Lease of this
+        # namespace is live; the pods release theirs on SIGTERM, or it expires.
+        with contextlib.suppress(AssertionError):
+            wait_for("the operator pods' Lease to be free", lambda: lease_free(cluster, namespace, RELEASE),
+                     timeout=60)
         operator.start()
 
 
@@ -80,6 +86,10 @@ def test_operator_pods_run_locked_down_and_hand_over(cluster, in_cluster, namesp
     leader = wait_for("a leader", lambda: lease_holder(cluster, namespace), timeout=60)
     metrics = proxy(cluster, namespace, leader, 9090, "metrics")
     assert metrics.returncode == 0 and "mydb_" in metrics.stdout
+    standby = next(p["metadata"]["name"] for p in pods if p["metadata"]["name"] != leader)
+    says = f"standby: Lease {namespace}/{RELEASE} held by {leader}"
+    wait_for("the standby to say whom it waits for",
+             lambda: proxy(cluster, namespace, standby, 8080, "healthz").stdout.strip() == says, timeout=30)
 
     database = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "kept"},
                 "spec": {"replicas": 2, "version": "15.2", "storage": "1Gi"}}
@@ -89,7 +99,6 @@ def test_operator_pods_run_locked_down_and_hand_over(cluster, in_cluster, namesp
     revision = get_json(cluster, "-n", namespace, "mydb", "kept")["status"]["release"]["revision"]
 
     cluster.kubectl("delete", "-n", namespace, "pod", leader, "--wait=false")
-    standby = next(p["metadata"]["name"] for p in pods if p["metadata"]["name"] != leader)
     wait_for("the standby to take over", lambda: lease_holder(cluster, namespace) == standby, timeout=60)
     # The new leader reconciles (its first pass and a resync) without touching Helm.
     wait_for("the new leader to reconcile", lambda: "mydb_reconciles_total{" in proxy(

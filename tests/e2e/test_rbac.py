@@ -56,13 +56,15 @@ NAMESPACED_RIGHTS = {
     "secrets": {"get", "create", "delete"},
 }
 # Cluster-scoped, whatever the mode: kopf reads the CRD it serves; StorageClasses
-# say whether data claims can grow.
+# say whether data claims can grow; with leaderElection.enabled (both installs here),
+# the other operators' Leases are listed to refuse an overlapping second instance.
 CLUSTER_RIGHTS = {
     "customresourcedefinitions.apiextensions.k8s.io": {"get", "list", "watch"},
     "storageclasses.storage.k8s.io": {"get", "list"},
+    "leases.coordination.k8s.io": {"list"},
 }
-# In the release namespace, with leaderElection.enabled.
-LEASE_RIGHTS = {"leases.coordination.k8s.io": {"get", "create", "update"}}
+# In the release namespace, with leaderElection.enabled: its own Lease, and the cluster-wide list.
+LEASE_RIGHTS = {"leases.coordination.k8s.io": {"get", "list", "create", "update"}}
 
 
 @dataclass(frozen=True)
@@ -298,7 +300,8 @@ def test_namespaced_rights_only_in_watched_namespaces(cluster, namespaced, no_ri
 def test_namespaced_operator_runs_under_its_roles(cluster, operator, namespaced, tmp_path):
     """The operator process, with the namespaced ServiceAccount's token and -n a -n b,
     brings a MyDatabase in a to Ready and deletes it; it is never refused anything
-    (it does not scan namespaces when given -n), and never touches c."""
+    (it does not scan namespaces when given -n; its Lease is in the release namespace,
+    and the cluster-wide list of Leases is granted), and never touches c."""
     install, other = namespaced
     # The suite's operator watches every namespace: with it running, two operators raced
     # for this database ("release: already exists" from one, a failed purge from the other).
@@ -309,6 +312,7 @@ def test_namespaced_operator_runs_under_its_roles(cluster, operator, namespaced,
                     "-s", install.release, "-o", str(kubeconfig)], check=True, capture_output=True,
                    env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
     operator = OperatorProcess(cluster=cluster, kubeconfig=kubeconfig, log_path=tmp_path / "operator.log",
+                               lease_namespace=install.namespace, lease_name=install.release,
                                args=[arg for namespace in install.watch for arg in ("-n", namespace)])
     suite_operator.stop()
     operator.start()

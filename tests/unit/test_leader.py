@@ -1,0 +1,440 @@
+"""Leader election: scopes and their overlap, the Lease that stops a second instance, /healthz of a standby."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+import socket
+import urllib.request
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from mydb_operator import api, cli, leader
+from mydb_operator.leader import (LeaderLease, LeaseView, ScopeConflict, choose_lease_namespace, conflict_message,
+                                  conflicting_lease, describe_scope, globs_overlap, parse_scope, scope_of,
+                                  scopes_overlap)
+
+NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+# ---------------------------------------------------------------- scopes
+
+@pytest.mark.parametrize("namespaces, scope", [
+    ([], "*"),
+    (["a"], "a"),
+    (["b", "a", "a"], "a,b"),
+    (["team-*"], "team-*"),
+    (["*"], "*"),
+    (["a", "*"], "*"),
+    (["a, !a-test", "b"], "a,b"),  # exclusions only narrow: ignored
+    (["!kube-system"], "*"),  # a leading exclusion means every other namespace
+    ([" a , b "], "a,b"),
+])
+def test_scope_of_the_command_line(namespaces, scope):
+    assert scope_of(namespaces) == scope
+
+
+@pytest.mark.parametrize("text, globs", [
+    (None, {"*"}),
+    ("", {"*"}),  # a Lease that says nothing may guard anything
+    ("*", {"*"}),
+    ("a,b", {"a", "b"}),
+    (" a, ,b ", {"a", "b"}),
+    ("a,*", {"*"}),
+])
+def test_parse_scope(text, globs):
+    assert parse_scope(text) == globs
+
+
+@pytest.mark.parametrize("first, second, overlap", [
+    ("a", "a", True),
+    ("a", "b", False),
+    ("*", "anything", True),
+    ("team-*", "team-a", True),
+    ("team-a", "team-*", True),
+    ("team-*", "other", False),
+    ("team-?", "team-ab", False),
+    ("team-*", "team-a-*", True),  # the first matches the second as a name
+    ("team-a-*", "team-b-*", False),  # the literal starts disagree: no name matches both
+    ("*-prod", "*-dev", False),  # the literal ends disagree
+    ("team-*", "*-prod", True),  # team-prod matches both
+    ("a[bc]d", "a?d", True),
+    ("x[bc]d", "y*", False),
+])
+def test_globs_overlap(first, second, overlap):
+    assert globs_overlap(first, second) is overlap
+    assert globs_overlap(second, first) is overlap
+
+
+@pytest.mark.parametrize("first, second, overlap", [
+    ("*", "*", True),
+    ("*", "a", True),
+    ("a,b", "*", True),
+    ("a,b", "b,c", True),
+    ("a,b", "c,d", False),
+    ("team-*", "team-x", True),
+    ("team-a-*", "team-b-*,c", False),
+])
+def test_scopes_overlap(first, second, overlap):
+    assert scopes_overlap(first, second) is overlap
+    assert scopes_overlap(second, first) is overlap
+
+
+def test_describe_scope():
+    assert describe_scope("*") == "all namespaces"
+    assert describe_scope("a") == "namespace a"
+    assert describe_scope("b,a") == "namespaces a, b"
+
+
+# ---------------------------------------------------------------- the conflicting Lease
+
+def view(name: str, scope: str, holder: str | None = "other-1", age: float = 1, duration: int = 15,
+         namespace: str = "ops") -> LeaseView:
+    return LeaseView(namespace=namespace, name=name, holder=holder,
+                     renewed=NOW - datetime.timedelta(seconds=age), duration=duration, scope=scope)
+
+
+def conflict(leases: list[LeaseView], scope: str = "*") -> LeaseView | None:
+    return conflicting_lease(leases, namespace="mine", name="mydb-operator", identity="me-1", scope=scope, now=NOW)
+
+
+def test_a_live_lease_of_someone_else_with_an_overlapping_scope_conflicts():
+    other = view("team-a-operator", "team-a")
+    assert conflict([other], scope="*") == other
+    assert conflict([other], scope="team-a,team-b") == other
+
+
+def test_what_does_not_conflict():
+    assert conflict([]) is None
+    assert conflict([view("mydb-operator", "*", namespace="mine")]) is None, "our own Lease: we stand by for it"
+    assert conflict([view("old", "*", holder="me-1")]) is None, "held by us"
+    assert conflict([view("released", "*", holder=None)]) is None
+    assert conflict([view("stale", "*", age=16, duration=15)]) is None, "not renewed within its duration"
+    assert conflict([view("team-b", "team-b")], scope="team-a") is None, "disjoint scopes"
+
+
+def test_a_lease_renewed_exactly_one_duration_ago_still_counts():
+    assert conflict([view("edge", "*", age=15, duration=15)]) is not None
+
+
+def test_the_first_conflict_by_namespace_and_name_is_named():
+    leases = [view("z", "*", namespace="b"), view("y", "*", namespace="a"), view("x", "*", namespace="b")]
+    found = conflict(leases)
+    assert found is not None and (found.namespace, found.name) == ("a", "y")
+
+
+def test_the_message_names_the_lease_its_holder_its_scope_and_what_to_do():
+    other = view("team-a-operator", "team-a", holder="operator-7d9f-abc", age=3)
+    text = conflict_message(other, namespace="mine", name="mydb-operator", scope="*", now=NOW)
+    assert "ops/team-a-operator" in text and "operator-7d9f-abc" in text
+    assert "manages namespace team-a" in text and "this instance's all namespaces" in text
+    assert "renewed 3s ago" in text
+    assert "stop that instance" in text and "-n" in text
+    assert "--leader-lease-namespace ops --leader-lease-name team-a-operator" in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("pod, service_account, kubeconfig, chosen", [
+    ("pod-ns", "sa-ns", "kc-ns", "pod-ns"),
+    (None, "sa-ns", "kc-ns", "sa-ns"),
+    ("", None, "kc-ns", "kc-ns"),
+    (None, None, None, "default"),
+])
+def test_lease_namespace_outside_and_inside_a_pod(pod, service_account, kubeconfig, chosen):
+    assert choose_lease_namespace(pod, service_account, kubeconfig) == chosen
+
+
+def test_default_namespace_reads_the_kubeconfig_context(monkeypatch, tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("""
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: a, context: {cluster: c, user: u, namespace: team-a}}]
+current-context: a
+""")
+    from kubernetes.config import kube_config
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setattr(leader, "SERVICE_ACCOUNT_NAMESPACE", str(tmp_path / "absent"))
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+    assert leader.default_namespace() == "team-a"
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
+    assert leader.default_namespace() == "default"
+    monkeypatch.setenv("POD_NAMESPACE", "from-pod")
+    assert leader.default_namespace() == "from-pod"
+
+
+# ---------------------------------------------------------------- the command line
+
+@pytest.mark.parametrize("argv, elect", [
+    ([], True),  # the default
+    (["--leader-elect"], True),  # what older charts and tests pass
+    (["--leader-elect=true"], True),
+    (["--leader-elect=false"], False),
+    (["--leader-elect", "False"], False),
+])
+def test_leader_election_is_on_unless_turned_off(argv, elect):
+    args = cli.build_parser().parse_args(["run", *argv])
+    assert args.leader_elect is elect
+
+
+def test_a_leader_elect_value_that_is_no_boolean_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["run", "--leader-elect=maybe"])
+    assert exit_.value.code == 2
+    assert "expected true or false" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the Lease, against a fake API
+
+class FakeLeases:
+    """The Lease calls of CoordinationV1Api, on a dict, with resourceVersion compare-and-swap."""
+
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], client.V1Lease] = {}
+        self.versions = 0
+        self.list_status: int | None = None  # an ApiException status for the cluster-wide list
+
+    def put(self, lease: client.V1Lease) -> None:
+        self.versions += 1
+        lease.metadata.resource_version = str(self.versions)
+        self.stored[(lease.metadata.namespace, lease.metadata.name)] = copy.deepcopy(lease)
+
+    def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> client.V1Lease:
+        if (namespace, name) not in self.stored:
+            raise ApiException(status=404, reason="Not Found")
+        return copy.deepcopy(self.stored[(namespace, name)])
+
+    def create_namespaced_lease(self, namespace: str, body: client.V1Lease, **_: Any) -> None:
+        if (namespace, body.metadata.name) in self.stored:
+            raise ApiException(status=409, reason="Conflict")
+        body.metadata.namespace = namespace
+        self.put(body)
+
+    def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease, **_: Any) -> None:
+        if body.metadata.resource_version != self.stored[(namespace, name)].metadata.resource_version:
+            raise ApiException(status=409, reason="Conflict")
+        self.put(body)
+
+    def list_lease_for_all_namespaces(self, label_selector: str, **_: Any) -> client.V1LeaseList:
+        if self.list_status:
+            raise ApiException(status=self.list_status, reason="Forbidden")
+        key, value = label_selector.split("=")
+        items = [copy.deepcopy(lease) for lease in self.stored.values()
+                 if (lease.metadata.labels or {}).get(key) == value]
+        return client.V1LeaseList(items=items)
+
+
+def held_lease(namespace: str, name: str, holder: str, scope: str, age: float = 1) -> client.V1Lease:
+    renewed = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age)
+    return client.V1Lease(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels={api.OPERATOR_LEASE_LABEL: "true"},
+                                     annotations={api.OPERATOR_SCOPE_ANNOTATION: scope}),
+        spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15, renew_time=renewed))
+
+
+@pytest.fixture
+def leases() -> FakeLeases:
+    return FakeLeases()
+
+
+def instance(leases: FakeLeases, identity: str, scope: str = "*", name: str = "mydb-operator",
+             namespace: str = "ops") -> LeaderLease:
+    lease = LeaderLease(name, namespace, identity, duration=15, scope=scope)
+    lease.api = leases  # type: ignore[assignment]
+    return lease
+
+
+def test_the_lease_is_labelled_and_carries_the_scope(leases):
+    first = instance(leases, "a-1", scope="team-a,team-b")
+    assert first.try_acquire()
+    stored = leases.stored[("ops", "mydb-operator")]
+    assert stored.metadata.labels == {api.OPERATOR_LEASE_LABEL: "true"}
+    assert stored.metadata.annotations == {api.OPERATOR_SCOPE_ANNOTATION: "team-a,team-b"}
+    assert stored.spec.holder_identity == "a-1"
+
+
+def test_an_unlabelled_lease_of_an_older_operator_gets_marked_on_takeover(leases):
+    old = held_lease("ops", "mydb-operator", "old-1", "*", age=60)
+    old.metadata.labels, old.metadata.annotations = None, None
+    leases.put(old)
+    assert instance(leases, "new-1", scope="a").try_acquire()
+    stored = leases.stored[("ops", "mydb-operator")]
+    assert stored.metadata.labels[api.OPERATOR_LEASE_LABEL] == "true"
+    assert stored.metadata.annotations[api.OPERATOR_SCOPE_ANNOTATION] == "a"
+
+
+def test_a_standby_says_for_whom_it_stands_by(leases):
+    first, second = instance(leases, "a-1"), instance(leases, "b-1")
+    assert second.standby_status() == "standby: waiting for Lease ops/mydb-operator"
+    assert first.try_acquire()
+    assert not second.try_acquire()
+    assert second.holder == "a-1"
+    assert second.standby_status() == "standby: Lease ops/mydb-operator held by a-1"
+
+
+def test_a_released_lease_is_taken_at_once(leases):
+    first, second = instance(leases, "a-1"), instance(leases, "b-1")
+    assert first.try_acquire()
+    first.release()
+    assert leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
+    assert second.try_acquire()
+    assert leases.stored[("ops", "mydb-operator")].spec.holder_identity == "b-1"
+
+
+def test_the_standby_logs_each_new_holder(leases, monkeypatch, caplog):
+    holders = iter(["a-1", "a-1", "c-1", None])
+    me = instance(leases, "b-1")
+
+    def attempt() -> bool:
+        me.holder = next(holders)
+        return me.holder is None
+    monkeypatch.setattr(me, "_attempt", attempt)
+    with caplog.at_level(logging.INFO, logger="mydb_operator.leader"):
+        me.acquire(retry_every=0)
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0].startswith("waiting to lead (Lease ops/mydb-operator, identity b-1, scope *)")
+    assert said[1:] == ["standby: Lease ops/mydb-operator held by a-1", "standby: Lease ops/mydb-operator held by c-1",
+                        "became the leader (Lease ops/mydb-operator, identity b-1)"]
+
+
+def test_an_overlapping_live_lease_under_another_name_refuses(leases):
+    leases.put(held_lease("team-a", "team-a-operator", "pod-x", "team-a"))
+    with pytest.raises(ScopeConflict) as refused:
+        instance(leases, "me-1", scope="*").refuse_overlap()
+    assert "team-a/team-a-operator" in str(refused.value) and "pod-x" in str(refused.value)
+
+
+def test_the_own_lease_a_disjoint_scope_or_a_dead_holder_do_not_refuse(leases):
+    leases.put(held_lease("ops", "mydb-operator", "pod-x", "*"))  # ours: stand by for it
+    leases.put(held_lease("team-b", "team-b-operator", "pod-y", "team-b"))
+    leases.put(held_lease("team-a", "crashed", "pod-z", "*", age=120))
+    instance(leases, "me-1", scope="team-a").refuse_overlap()
+
+
+def test_a_forbidden_list_warns_once_and_goes_on(leases, caplog):
+    leases.list_status = 403
+    me = instance(leases, "me-1")
+    with caplog.at_level(logging.WARNING, logger="mydb_operator.leader"):
+        me.refuse_overlap()
+        me.refuse_overlap()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cannot be checked" in warnings[0]
+
+
+def test_an_unreachable_api_server_is_a_warning_not_a_crash(leases, monkeypatch):
+    """urllib3's errors (connection refused) are not OSErrors: they must not end the renewal thread."""
+    import urllib3
+
+    def refused(*_: Any, **__: Any) -> None:
+        raise urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused")  # type: ignore[arg-type]
+    me = instance(leases, "me-1")
+    monkeypatch.setattr(leases, "read_namespaced_lease", refused)
+    assert me._attempt() is False
+
+
+def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_duration(leases, monkeypatch):
+    """The renewal keeps trying through connection errors, and calls on_lost once the Lease may have expired."""
+    import threading
+
+    import urllib3
+
+    def refused(*_: Any, **__: Any) -> None:
+        raise urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused")  # type: ignore[arg-type]
+    me = LeaderLease("mydb-operator", "ops", "me-1", duration=1)
+    me.api = leases  # type: ignore[assignment]
+    assert me.try_acquire()
+    monkeypatch.setattr(leases, "read_namespaced_lease", refused)
+    lost = threading.Event()
+    renewing = me.keep(on_lost=lost.set)
+    assert lost.wait(timeout=5), "the renewal thread died or never gave up"
+    renewing.join(timeout=2)
+    assert not renewing.is_alive()
+
+
+# ---------------------------------------------------------------- start-up: refuse, or stand by then lead
+
+class Args:
+    leader_lease_name = "mydb-operator"
+    leader_lease_namespace = "ops"
+    leader_lease_seconds = 15
+    health_port = 0
+
+
+def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monkeypatch):
+    """The first check saw nothing; right after acquiring, the other's Lease is there: release ours, refuse."""
+    made: list[LeaderLease] = []
+
+    class Recording(LeaderLease):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.api = leases  # type: ignore[assignment]
+            made.append(self)
+
+        def acquire(self, retry_every: float = 2.0) -> None:
+            super().acquire(retry_every)
+            leases.put(held_lease("team-a", "team-a-operator", "pod-x", "team-a"))  # the other one, meanwhile
+
+    monkeypatch.setattr(leader, "LeaderLease", Recording)
+    monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
+    monkeypatch.setattr(cli.CONFIG, "namespaces", ["team-a"])
+    with pytest.raises(ScopeConflict):
+        cli.lead(Args())  # type: ignore[arg-type]
+    assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
+
+
+def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
+    def refused(_: object) -> None:
+        raise ScopeConflict("mydb-operator: refusing to start: ...")
+    monkeypatch.setattr(cli, "tune_malloc", lambda: None)
+    monkeypatch.setattr(cli, "preflight", lambda chart: None)
+    monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
+    monkeypatch.setattr(cli, "lead", refused)
+    monkeypatch.setattr(cli.CONFIG, "namespaces", [])
+    args = cli.build_parser().parse_args(["run"])
+    args.chart_label = "charts/mydatabase"
+    with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
+        cli.cmd_run(args)
+    assert exit_.value.code == 2
+    assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(monkeypatch, caplog):
+    import kopf
+
+    ran: list[dict[str, Any]] = []
+    monkeypatch.setattr(cli, "tune_malloc", lambda: None)
+    monkeypatch.setattr(cli, "preflight", lambda chart: None)
+    monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
+    monkeypatch.setattr(cli, "lead", lambda args: pytest.fail("elected with --leader-elect=false"))
+    monkeypatch.setattr(cli.CONFIG, "namespaces", [])
+    monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
+    args = cli.build_parser().parse_args(["run", "--leader-elect=false"])
+    args.chart_label = "charts/mydatabase"
+    with caplog.at_level(logging.WARNING):
+        cli.cmd_run(args)
+    assert ran
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning
+
+
+# ---------------------------------------------------------------- /healthz while standing by
+
+def test_the_standby_answers_healthz_with_200_and_says_whom_it_waits_for():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with leader.standby_health(port, lambda: "standby: Lease ops/mydb-operator held by a-1"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            assert response.status == 200
+            assert response.read().decode() == "standby: Lease ops/mydb-operator held by a-1\n"
+        with pytest.raises(urllib.request.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=5)
+        assert missing.value.code == 404
