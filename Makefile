@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e venv tools postgres node-packages cluster-up cluster-down chart-crd clean bench
+.PHONY: demo test test-unit test-e2e venv tools postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -44,6 +44,9 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 
 cluster-up: node-packages ## start the local cluster and its real node (a no-op when it is healthy)
 	$(PYTHON) hack/cluster.py up
+
+cluster-stop: ## pause the cluster: stop its processes, keep its state; cluster-up or make demo resumes it
+	$(PYTHON) hack/cluster.py stop
 
 cluster-down: ## stop every process the cluster (and the demo) started, remove its state
 	$(PYTHON) hack/cluster.py down

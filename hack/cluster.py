@@ -6,14 +6,20 @@ that hack/build-tools.sh builds; hack/node.py adds one real node beside them
 (containerd, kubelet, kube-proxy, CoreDNS, a loopback registry), and
 hack/volume_agent.py gives volumes real folders.
 
-    python3 hack/cluster.py up        # idempotent: a healthy cluster is left alone
-    python3 hack/cluster.py down      # stops what `up` started (by pid) and removes state
+    python3 hack/cluster.py up        # idempotent: a healthy cluster is left alone, a stopped one resumes
+    python3 hack/cluster.py stop      # stops what `up` started (by pid), keeps the state (databases included)
+    python3 hack/cluster.py down      # stops what `up` started (by pid) and removes the state
     python3 hack/cluster.py status
+    python3 hack/cluster.py real-node-owner   # which other running cluster has the real node, if any
     python3 hack/cluster.py leftovers # what of the real node is still on this host (none after down)
     python3 hack/cluster.py restart-apiserver   # for reconnection tests
     python3 hack/cluster.py sa-kubeconfig -n NS -s SA -o FILE
 
-MYDB_REAL_NODE=0 leaves the real node out (a second cluster beside the first).
+Clusters are told apart by MYDB_CLUSTER_DIR (default .cluster) and
+MYDB_CLUSTER_PORT_BASE (default 16400); the tests use their own (.cluster/tests,
+16500). The real node's network is the host's, so only one running cluster has
+it; `up` refuses while another one does, naming it. MYDB_REAL_NODE=0 leaves
+the real node out (a second cluster beside the first).
 Only the standard library is used so that this runs before any venv exists.
 """
 
@@ -68,12 +74,14 @@ def bin_dir() -> Path:
 
 
 def make_pki() -> None:
+    """The CA, the components' certificates and the ServiceAccount key: made once, kept while the state is."""
     PKI_DIR.mkdir(parents=True, exist_ok=True)
-    openssl("genrsa", "-out", str(PKI_DIR / "ca.key"), "2048")
-    openssl(
-        "req", "-x509", "-new", "-key", str(PKI_DIR / "ca.key"), "-subj", "/CN=mydb-local-ca",
-        "-days", "3650", "-sha256", "-out", str(PKI_DIR / "ca.crt"),
-    )
+    if not (PKI_DIR / "ca.crt").exists():
+        openssl("genrsa", "-out", str(PKI_DIR / "ca.key"), "2048")
+        openssl(
+            "req", "-x509", "-new", "-key", str(PKI_DIR / "ca.key"), "-subj", "/CN=mydb-local-ca",
+            "-days", "3650", "-sha256", "-out", str(PKI_DIR / "ca.crt"),
+        )
     sans = ",".join(
         ["IP:127.0.0.1", f"IP:{SERVICE_FIRST_IP}", f"IP:{node.NODE_IP}", "DNS:localhost", "DNS:kubernetes",
          "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]
@@ -87,8 +95,9 @@ def make_pki() -> None:
     # The volume agent reads PersistentVolumes only, but is a harness part like kwok.
     make_cert("kwok", "/O=system:masters/CN=kwok")
     make_cert("volume-agent", "/O=system:masters/CN=mydb-volume-agent")
-    openssl("genrsa", "-out", str(PKI_DIR / "sa.key"), "2048")
-    openssl("rsa", "-in", str(PKI_DIR / "sa.key"), "-pubout", "-out", str(PKI_DIR / "sa.pub"))
+    if not (PKI_DIR / "sa.pub").exists():
+        openssl("genrsa", "-out", str(PKI_DIR / "sa.key"), "2048")
+        openssl("rsa", "-in", str(PKI_DIR / "sa.key"), "-pubout", "-out", str(PKI_DIR / "sa.pub"))
 
 
 def b64(path: Path) -> str:
@@ -300,15 +309,31 @@ def healthy() -> bool:
     )
 
 
+def real_node_taken() -> str | None:
+    """Why this cluster must leave the real node alone: another running cluster has it."""
+    other = node.running_elsewhere() if node.enabled() else None
+    if not other:
+        return None
+    env = f"MYDB_CLUSTER_DIR={other['cluster_dir']} MYDB_CLUSTER_PORT_BASE={other['port_base']}"
+    return (f"the host's real node belongs to the running cluster in {other['cluster_dir']}; one cluster at a time "
+            f"can have it. Pause that one with `{env} python3 hack/cluster.py stop` (`up` resumes it, its databases "
+            f"kept), or start this one without a real node (MYDB_REAL_NODE=0).")
+
+
 def cmd_up(_: argparse.Namespace) -> None:
     bins = bin_dir()
     if healthy():
         log("already running")
         print_usage(bins)
         return
+    taken = real_node_taken()
+    if taken:
+        raise SystemExit(taken)
     if any(running_pid(name) for name in components()) or (node.enabled() and node.leftovers()):
-        log("a partial cluster is running (or one was killed): removing it first")
-        cmd_down(argparse.Namespace())
+        log("a partial cluster is running (or one was killed): stopping the rest first")
+        stop_processes()
+    if (STATE_DIR / "etcd").exists():
+        log(f"resuming the cluster kept in {STATE_DIR}")
     for folder in (STATE_DIR, LOG_DIR, PID_DIR):
         folder.mkdir(parents=True, exist_ok=True)
     make_pki()
@@ -333,16 +358,40 @@ def print_usage(bins: Path) -> None:
         print(f"# real node {node.NODE_NAME}: pods tolerate {node.NODE_LABEL}=true:NoSchedule; images: {node.REGISTRY}")
 
 
-def cmd_down(_: argparse.Namespace) -> None:
+def stop_processes(grace: float = 0) -> None:
     stop(OPERATOR)
-    if node.enabled():
-        node.down()
+    taken = real_node_taken()
+    if taken:
+        log(f"leaving the real node alone: {taken}")
+    elif node.enabled():
+        node.down(grace)
     for name in reversed(CONTROL_PLANE):
         stop(name)
+
+
+def cmd_stop(_: argparse.Namespace) -> None:
+    """Pause: every process goes (the real node's network too), the state stays; `up` resumes it.
+    The containers get 30 s to end on SIGTERM, so that PostgreSQL shuts down cleanly."""
+    stop_processes(grace=30)
+    log(f"cluster is stopped; its state is kept in {STATE_DIR}: `up` resumes it, `down` removes it")
+
+
+def cmd_down(_: argparse.Namespace) -> None:
+    stop_processes()
     if STATE_DIR.exists():
         subprocess.run(["rm", "-rf", str(STATE_DIR)], check=True)
     ADMIN_KUBECONFIG.unlink(missing_ok=True)
     log(f"cluster is down (logs kept in {LOG_DIR})")
+
+
+def cmd_real_node_owner(_: argparse.Namespace) -> None:
+    """Print MYDB_CLUSTER_DIR and MYDB_CLUSTER_PORT_BASE of another running cluster that has the real node; exit 1
+    if none does."""
+    other = node.running_elsewhere()
+    if not other:
+        sys.exit(1)
+    print(f"MYDB_CLUSTER_DIR={other['cluster_dir']}")
+    print(f"MYDB_CLUSTER_PORT_BASE={other['port_base']}")
 
 
 def cmd_restart_apiserver(_: argparse.Namespace) -> None:
@@ -384,6 +433,8 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("up").set_defaults(func=cmd_up)
     commands.add_parser("down").set_defaults(func=cmd_down)
+    commands.add_parser("stop").set_defaults(func=cmd_stop)
+    commands.add_parser("real-node-owner").set_defaults(func=cmd_real_node_owner)
     commands.add_parser("status").set_defaults(func=cmd_status)
     commands.add_parser("leftovers").set_defaults(func=cmd_leftovers)
     commands.add_parser("restart-apiserver").set_defaults(func=cmd_restart_apiserver)

@@ -33,29 +33,56 @@ step "operator in the cluster: helm upgrade --install ${RELEASE} oci://${REGISTR
 # config of examples/platform-local-node.yaml, pointed at this registry).
 VALUES="$(mktemp)"
 trap 'rm -f "${VALUES}"' EXIT
-"${REPO}/.venv/bin/python" - "${REPO}/examples/platform-local-node.yaml" "${REGISTRY}" "${APP_VERSION}" \
-  >"${VALUES}" <<'EOF'
-import sys, yaml
-platform_file, registry, version = sys.argv[1:]
-platform = yaml.safe_load(open(platform_file))
-platform["values"]["image"]["registry"] = registry
-real_node = {key: platform["values"][key] for key in ("nodeSelector", "tolerations")}
-# pullPolicy Always: a rebuilt image keeps its version tag.
-yaml.safe_dump({"image": {"repository": f"{registry}/mydb/mydatabase-operator", "tag": version,
-                          "pullPolicy": "Always"},
-                "watchNamespaces": ["default"], "platform": platform, **real_node}, sys.stdout)
-EOF
-# crds/ may already be applied by hand (hack/install-dev.sh, the e2e tests):
-# then it stays theirs, and the release installs none.
+# crds/ may already be applied by hand (hack/install-dev.sh): then it stays
+# theirs, and the release installs none.
 CRDS=true
 owner="$(kubectl get crd "${CRD}" -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || echo none)"
 if [[ "${owner}" != none && "${owner}" != "${RELEASE}" ]]; then CRDS=false; fi
-helm upgrade --install "${RELEASE}" "oci://${REGISTRY}/charts/mydatabase-operator" --version "${CHART_VERSION}" \
-  --plain-http --namespace "${OPERATOR_NS}" --create-namespace -f "${VALUES}" --set "crds.install=${CRDS}" \
-  --wait --timeout 5m >/dev/null
+# The image's digest as a pod annotation: a rebuilt image keeps its version
+# tag, and a changed annotation is what rolls the Deployment onto it.
+IMAGE_DIGEST="$(curl -fsS --noproxy '*' -o /dev/null -D - \
+  -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+  -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+  "http://${REGISTRY}/v2/mydb/mydatabase-operator/manifests/${APP_VERSION}" |
+  tr -d '\r' | sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: //p')"
+# The operator chart's files, likewise: an edit without a version bump still rolls out.
+CHART_DIGEST="$(cd "${REPO}" && git ls-files -co --exclude-standard charts/mydatabase-operator | sort |
+  xargs sha256sum | sha256sum | cut -c1-16)"
+"${REPO}/.venv/bin/python" - "${REPO}/examples/platform-local-node.yaml" "${REGISTRY}" "${APP_VERSION}" \
+  "${IMAGE_DIGEST}" "${CHART_DIGEST}" "${CRDS}" >"${VALUES}" <<'EOF'
+import sys, yaml
+platform_file, registry, version, digest, chart_digest, crds = sys.argv[1:]
+platform = yaml.safe_load(open(platform_file))
+platform["values"]["image"]["registry"] = registry
+real_node = {key: platform["values"][key] for key in ("nodeSelector", "tolerations")}
+yaml.safe_dump({"image": {"repository": f"{registry}/mydb/mydatabase-operator", "tag": version,
+                          "pullPolicy": "Always"},
+                "podAnnotations": {"demo.mydb.local/image-digest": digest,
+                                   "demo.mydb.local/chart-digest": chart_digest},
+                "crds": {"install": crds == "true"},
+                "watchNamespaces": ["default"], "platform": platform, **real_node}, sys.stdout)
+EOF
+# A second run with nothing changed leaves the release alone (no new revision).
+if helm status "${RELEASE}" -n "${OPERATOR_NS}" >/dev/null 2>&1 &&
+   "${REPO}/.venv/bin/python" - "${VALUES}" "${RELEASE}-${CHART_VERSION}" \
+     <(helm get values "${RELEASE}" -n "${OPERATOR_NS}" -o json) \
+     <(helm list -n "${OPERATOR_NS}" -f "^${RELEASE}\$" -o json) <<'EOF'
+import json, sys, yaml
+wanted, chart, deployed, listed = sys.argv[1:]
+release = json.load(open(listed))
+same = yaml.safe_load(open(wanted)) == json.load(open(deployed))
+sys.exit(0 if same and release and release[0]["chart"] == chart and release[0]["status"] == "deployed" else 1)
+EOF
+then
+  echo "release ${OPERATOR_NS}/${RELEASE} is up to date (same chart, values and image): left as it is"
+else
+  helm upgrade --install "${RELEASE}" "oci://${REGISTRY}/charts/mydatabase-operator" --version "${CHART_VERSION}" \
+    --plain-http --namespace "${OPERATOR_NS}" --create-namespace -f "${VALUES}" --wait --timeout 5m >/dev/null
+fi
 kubectl -n "${OPERATOR_NS}" get deploy,pods -o wide
 
 step "kubectl apply -f examples/production-db.yaml (the seed CR, verbatim)"
+APPLIED=${SECONDS}
 kubectl apply -f "${REPO}/examples/production-db.yaml"
 for _ in $(seq 1 150); do
   kubectl get mydb production-db --no-headers
@@ -63,6 +90,7 @@ for _ in $(seq 1 150); do
   sleep 2
 done
 kubectl wait --for=condition=Ready mydb/production-db --timeout=60s
+echo "production-db Ready $(( SECONDS - APPLIED )) s after kubectl apply"
 
 step "what the operator made"
 kubectl get statefulset,pods,svc,pvc,cronjob -l app.kubernetes.io/instance=production-db -o wide \
@@ -72,8 +100,9 @@ step "real PostgreSQL: a row through the read-write Service, read back through t
 uri="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
 uri_ro="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri-ro}' | base64 -d)"
 psql_in() { kubectl exec "$1" -c postgres -- psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; }
-psql_in production-db-2 "${uri}" -qc "create table if not exists demo (id serial primary key, said text, at timestamptz default now())" \
-  -c "insert into demo (said) values ('hello from the demo, through the read-write Service')"
+# The same row on every run: a second `make demo` changes nothing.
+psql_in production-db-2 "${uri}" -qc "create table if not exists demo (id int primary key, said text, at timestamptz default now())" \
+  -c "insert into demo (id, said) values (1, 'hello from the demo, through the read-write Service') on conflict (id) do nothing"
 for _ in $(seq 1 20); do
   if [[ -n "$(psql_in production-db-2 "${uri_ro}" -Atc "select 1 from demo limit 1" 2>/dev/null)" ]]; then break; fi
   sleep 0.5
@@ -86,12 +115,17 @@ kubectl exec production-db-0 -c postgres -- postgres --version
 
 cat <<EOM
 
-production-db is Ready on real pods ($(( SECONDS - START )) s for this run). Still running: the local cluster
-(control plane, kwok nodes, the real node) and the operator Deployment ${OPERATOR_NS}/${RELEASE}. Try:
+production-db is Ready on real pods ($(( SECONDS - START )) s for this run). Still running, until you stop them:
+the local cluster in ${CLUSTER_DIR} (etcd, the API server, controllers, kwok nodes, the real node with
+containerd, the kubelet, CoreDNS and the registry on ${REGISTRY}), and in it the operator Deployment
+${OPERATOR_NS}/${RELEASE} and production-db's three PostgreSQL pods. Try:
   export KUBECONFIG=${KUBECONFIG} PATH=${BIN}:\$PATH
   kubectl exec -it production-db-0 -c postgres -- psql "\$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
   kubectl scale mydb/production-db --replicas=5 && kubectl get mydb -w
   kubectl -n ${OPERATOR_NS} logs deploy/${RELEASE}
   kubectl delete mydb production-db      # PVCs and the credentials Secret are kept (deletionPolicy Retain)
-  make cluster-down                      # stops everything the demo started (the image cache stays)
+To stop it:
+  python3 hack/cluster.py stop           # pause: every process stops, the data stays; make demo resumes it
+  make cluster-down                      # stop everything the demo started and remove its data (images stay cached)
+make test runs on a cluster of its own; it pauses this one while it has the real node and resumes it after.
 EOM

@@ -61,8 +61,11 @@ def openssl(*args: str) -> None:
 
 
 def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> None:
-    """Write PKI_DIR/name.{key,crt}, signed by the local CA."""
+    """Write PKI_DIR/name.{key,crt}, signed by the local CA, unless a kept state already has them
+    (a stopped cluster resumes with the identities its objects and kubeconfigs know)."""
     key, csr, crt = (PKI_DIR / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
+    if key.exists() and crt.exists():
+        return
     openssl("genrsa", "-out", str(key), "2048")
     openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr))
     ext = PKI_DIR / f"{name}.ext"
@@ -80,18 +83,18 @@ def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> Non
 # --------------------------------------------------------------- processes
 
 
-def pid_file(name: str) -> Path:
-    return PID_DIR / f"{name}.pid"
+def pid_file(name: str, pid_dir: Path = PID_DIR) -> Path:
+    return pid_dir / f"{name}.pid"
 
 
-def running_pid(name: str) -> int | None:
+def running_pid(name: str, pid_dir: Path = PID_DIR) -> int | None:
     """The pid of component `name` if it is alive and is really that program (pids get reused).
 
     A program is recognised by its executable's name, or, for a script, by
     the component name appearing in its arguments (mydb_operator.cli,
     volume_agent.py)."""
     try:
-        pid = int(pid_file(name).read_text())
+        pid = int(pid_file(name, pid_dir).read_text())
         args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except (FileNotFoundError, ValueError, ProcessLookupError):
         return None

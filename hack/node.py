@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from harness import (
-    CACHE_DIR, HACK_DIR, PKI_DIR, POD_CIDR, PORT_BASE, SAFE_RANGE, STATE_DIR,
+    CACHE_DIR, CLUSTER_DIR, HACK_DIR, PKI_DIR, POD_CIDR, PORT_BASE, SAFE_RANGE, STATE_DIR,
     http_ok, log, make_cert, run, running_pid, start, stop, wait_until,
 )
 
@@ -60,11 +60,43 @@ HOST_COMMANDS = {
 }
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ["bridge", "host-local", "loopback"]
+# The bridge, the pod addresses, kube-proxy's chains and CoreDNS's address are
+# the host's, so one cluster at a time runs the real node. This file names it;
+# in /run, it goes with a reboot as the network state does.
+OWNER_FILE = Path("/run/mydb-real-node.json")
 
 
 def enabled() -> bool:
     """MYDB_REAL_NODE=0 runs the control plane with kwok nodes only (a second cluster beside the first)."""
     return os.environ.get("MYDB_REAL_NODE", "1") != "0"
+
+
+# -------------------------------------------------------------- ownership
+
+
+def owner() -> dict | None:
+    """{"cluster_dir": ..., "port_base": ...} of the cluster that last started the real node, if any."""
+    try:
+        return json.loads(OWNER_FILE.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def running_elsewhere() -> dict | None:
+    """The owner, when it is another cluster whose kubelet is still running: this one must not touch the node."""
+    found = owner()
+    if not found or Path(found["cluster_dir"]).resolve() == CLUSTER_DIR.resolve():
+        return None
+    return found if running_pid("kubelet", Path(found["cluster_dir"]) / "state" / "pids") else None
+
+
+def claim() -> None:
+    OWNER_FILE.write_text(json.dumps({"cluster_dir": str(CLUSTER_DIR.resolve()), "port_base": PORT_BASE}) + "\n")
+
+
+def release() -> None:
+    if not running_elsewhere():
+        OWNER_FILE.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------ host checks
@@ -352,6 +384,7 @@ def up(bins: Path, kubectl, kubeconfig_for) -> None:
     if problems:
         raise SystemExit("this host cannot run the real node (MYDB_REAL_NODE=0 runs without it):\n- "
                          + "\n- ".join(problems))
+    claim()
     make_node_pki()
     setup_network()
     start_registry(bins)
@@ -368,8 +401,9 @@ def up(bins: Path, kubectl, kubeconfig_for) -> None:
 # -------------------------------------------------------------------- down
 
 
-def our_processes() -> list[int]:
-    """Containers of the node and their shims: found by cgroup and by containerd address, not by pid file."""
+def our_processes(shims: bool = True) -> list[int]:
+    """Containers of the node and (with SHIMS) their shims: found by cgroup and by containerd address, not by pid
+    file."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -380,9 +414,24 @@ def our_processes() -> list[int]:
         except OSError:
             continue
         shim = bool(args) and args[0].endswith(b"containerd-shim-runc-v2") and str(CONTAINERD_SOCKET).encode() in args
-        if shim or "/kubepods" in cgroups:
+        if (shims and shim) or "/kubepods" in cgroups:
             found.append(int(proc.name))
     return found
+
+
+def terminate_containers(grace: float) -> None:
+    """Ask every container process to end (SIGTERM: PostgreSQL's postmaster then shuts down cleanly once its
+    backends, which get it too, are gone), and wait up to GRACE seconds for them. The shims stay until the
+    containers are gone: they carry the containers' output to the logs, and a shim that ends takes its
+    container with it."""
+    for pid in our_processes(shims=False):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while our_processes(shims=False) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def kill_containers() -> None:
@@ -476,9 +525,12 @@ def cni_namespaces() -> list[str]:
     return sorted(p.name for p in folder.glob("cni-*")) if folder.is_dir() else []
 
 
-def down() -> None:
-    """Remove everything `up` made on this host; safe to run on a half-started or half-dead node."""
+def down(grace: float = 0) -> None:
+    """Remove everything `up` made on this host; safe to run on a half-started or half-dead node.
+    GRACE: seconds the containers get to end on SIGTERM before they are killed (a pause keeps their data)."""
     stop("kubelet")
+    if grace:
+        terminate_containers(grace)
     kill_containers()
     for name in ("kube-proxy", "coredns", "containerd", "registry"):
         stop(name)
@@ -495,6 +547,7 @@ def down() -> None:
             sysctl_path(name).write_text(value)
     remove_cgroups()
     shutil.rmtree(RUN_DIR, ignore_errors=True)
+    release()
 
 
 def leftovers() -> list[str]:
@@ -509,5 +562,7 @@ def leftovers() -> list[str]:
         found.append(f"route unreachable {SAFE_RANGE}")
     if RUN_DIR.exists():
         found.append(f"folder {RUN_DIR}")
+    if owner():
+        found.append(f"file {OWNER_FILE}")
     return found
 

@@ -1,10 +1,15 @@
 """Shared fixtures: the local control plane and a namespace per test.
 
-The `cluster` fixture uses a running local control plane or starts one
-(hack/cluster.py up), and stops it again at the end only if it started it
-(set MYDB_KEEP_CLUSTER=1 to keep it). Under CI=true a control plane that
-cannot start fails the run; elsewhere the e2e tests are skipped with the
-reason, so the unit tests stay usable on a laptop without Go.
+The tests run on a control plane of their own, apart from the one `make demo`
+starts: .cluster/tests with ports from 16500 (MYDB_CLUSTER_DIR and
+MYDB_CLUSTER_PORT_BASE choose another). The `cluster` fixture uses it if it
+runs or starts it (hack/cluster.py up), and stops it again at the end only if
+it started it (set MYDB_KEEP_CLUSTER=1 to keep it). The host has one real
+node: while the tests run, another cluster that has it (the demo's) is paused
+with `hack/cluster.py stop`, its state kept, and resumed afterwards. Under
+CI=true a control plane that cannot start fails the run; elsewhere the e2e
+tests are skipped with the reason, so the unit tests stay usable on a laptop
+without Go.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER_PY = REPO / "hack" / "cluster.py"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+# Set before any test module reads them (tests/e2e/realnode.py: the registry's port); every
+# subprocess (hack/cluster.py, hack/install-dev.sh, the operator) inherits them.
+os.environ.setdefault("MYDB_CLUSTER_DIR", str(REPO / ".cluster" / "tests"))
+os.environ.setdefault("MYDB_CLUSTER_PORT_BASE", "16500")
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,28 @@ def _cluster_up() -> tuple[Path, bool]:
     return kubeconfig, not already
 
 
+def _pause_other_real_node_owner(say) -> dict[str, str] | None:
+    """Stop (keeping its state) another running cluster that has the host's real node; return its environment."""
+    found = subprocess.run([sys.executable, str(CLUSTER_PY), "real-node-owner"], capture_output=True, text=True)
+    if found.returncode != 0:
+        return None
+    other = dict(line.split("=", 1) for line in found.stdout.split())
+    say(f"pausing the cluster in {other['MYDB_CLUSTER_DIR']} while the tests have the real node "
+        "(hack/cluster.py stop; it is resumed after the tests)")
+    subprocess.run([sys.executable, str(CLUSTER_PY), "stop"], env={**os.environ, **other}, check=True,
+                   capture_output=True)
+    return other
+
+
+def _resume(other: dict[str, str], say) -> None:
+    say(f"resuming the cluster in {other['MYDB_CLUSTER_DIR']}")
+    result = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], env={**os.environ, **other},
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        again = " ".join(f"{key}={value}" for key, value in other.items()) + " python3 hack/cluster.py up"
+        say(f"could not resume it ({result.stderr.strip()[-300:]}); `{again}` tries again")
+
+
 def _bin_dir() -> Path:
     out = subprocess.run(["bash", str(REPO / "hack" / "build-tools.sh")], check=True,
                          text=True, capture_output=True).stdout
@@ -64,16 +95,27 @@ def _bin_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Cluster:
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(line: str) -> None:
+        if reporter:
+            reporter.write_line(f"[cluster] {line}")
+    paused = None
     try:
+        paused = _pause_other_real_node_owner(say)
         kubeconfig, started = _cluster_up()
     except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+        if paused:
+            _resume(paused, say)
         if IN_CI:
             pytest.fail(f"CI=true and no control plane: {error}", pytrace=False)
         pytest.skip(f"no local control plane: {error}")
     yield Cluster(kubeconfig=kubeconfig, bin_dir=_bin_dir())
     if started and not os.environ.get("MYDB_KEEP_CLUSTER"):
         subprocess.run([sys.executable, str(CLUSTER_PY), "down"], check=False)
+    if paused:
+        _resume(paused, say)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ image built on this machine and served by the loopback registry.
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import struct
@@ -287,17 +288,72 @@ def test_coredns_answers_the_cluster_and_refuses_the_rest(cluster):
 # ------------------------------------------------------ down and recovery
 
 
+def test_a_second_cluster_leaves_the_real_node_to_the_first(cluster, tmp_path):
+    """The host has one real node: a second cluster's `up` refuses while ours runs it, naming ours and how to pause
+    it, and that cluster's `down` leaves our node alone."""
+    ours = str(cluster.kubeconfig.parent.resolve())
+    env = {**os.environ, "MYDB_CLUSTER_DIR": str(tmp_path / "second"), "MYDB_CLUSTER_PORT_BASE": "17500"}
+    owner = subprocess.run([sys.executable, str(CLUSTER_PY), "real-node-owner"], env=env, capture_output=True,
+                           text=True)
+    assert owner.returncode == 0 and f"MYDB_CLUSTER_DIR={ours}" in owner.stdout.split(), owner.stdout
+    up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], env=env, capture_output=True, text=True, timeout=300)
+    assert up.returncode != 0
+    assert f"belongs to the running cluster in {ours}" in up.stderr and "hack/cluster.py stop" in up.stderr, up.stderr
+    down = subprocess.run([sys.executable, str(CLUSTER_PY), "down"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert down.returncode == 0 and "leaving the real node alone" in down.stderr, down.stderr
+    assert any(c["type"] == "Ready" and c["status"] == "True"
+               for c in get_json(cluster, "node", NODE_NAME)["status"]["conditions"])
+    assert subprocess.run([sys.executable, str(CLUSTER_PY), "status"], capture_output=True).returncode == 0
+
+
+@pytest.mark.restarts_cluster
+def test_stop_keeps_a_database_and_up_resumes_it(cluster, real_operator, namespace):
+    """`stop` pauses the whole cluster (nothing of the real node left on the host) with its state kept; `up`
+    resumes it: the same database comes back Ready on the real node with its rows, PostgreSQL having shut down
+    cleanly (SIGTERM before the kill), and its credentials unchanged."""
+    from .conftest import wait_ready
+    from .test_real_postgres import ROW_FACTS, container_log, create_db, rows, write_rows
+
+    name = "paused"
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+    secret_uid = get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"]
+
+    real_operator.stop()  # it would only log the API server's absence meanwhile
+    stop = subprocess.run([sys.executable, str(CLUSTER_PY), "stop"], capture_output=True, text=True, timeout=300)
+    assert stop.returncode == 0, stop.stderr
+    left = subprocess.run([sys.executable, str(CLUSTER_PY), "leftovers"], capture_output=True, text=True)
+    assert left.returncode == 0 and left.stdout == "", left.stdout
+    assert (cluster.kubeconfig.parent / "state" / "etcd").is_dir()
+
+    up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], capture_output=True, text=True, timeout=900)
+    assert up.returncode == 0, up.stderr
+    assert "resuming the cluster" in up.stderr
+    real_operator.start()
+    wait_ready(cluster, namespace, name, timeout=300)
+    assert get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"] == secret_uid
+    for pod_name in (f"{name}-0", f"{name}-1"):
+        assert get_json(cluster, "-n", namespace, "pod", pod_name)["spec"]["nodeName"] == NODE_NAME
+        wait_for(f"the rows on {pod_name}", lambda: rows(cluster, namespace, pod_name) == ROW_FACTS, timeout=60)
+    log = container_log(cluster, namespace, f"{name}-0")
+    assert "database system was shut down at" in log and "database system was interrupted" not in log, log
+
+
 @pytest.mark.restarts_cluster
 def test_down_leaves_nothing_and_up_recovers_from_a_kill(cluster, operator):
-    """A killed kubelet is noticed by `up`, which rebuilds the node; `down` leaves no process, mount,
-    network namespace, link, iptables chain or route of the node behind; `up` starts it again."""
+    """A killed kubelet is noticed by `up`, which stops the rest and resumes with the kept state; `down` leaves no
+    process, mount, network namespace, link, iptables chain or route of the node behind; `up` starts it again."""
     operator.stop()  # it would only log the API server's absence from here on
     pid = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
     subprocess.run(["kill", "-9", str(pid)], check=True)
     time.sleep(0.5)
     up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], capture_output=True, text=True, timeout=900)
     assert up.returncode == 0, up.stderr
-    assert "removing it first" in up.stderr
+    assert "stopping the rest first" in up.stderr and "resuming the cluster" in up.stderr
+    assert get_json(cluster, "crd", "mydatabases.myapp.example.com"), "the kept state was lost"
     wait_for("node Ready again", lambda: any(
         c["type"] == "Ready" and c["status"] == "True"
         for c in get_json(cluster, "node", NODE_NAME).get("status", {}).get("conditions", [])), timeout=120)
