@@ -99,7 +99,18 @@ kubectl get statefulset,pods,svc,pvc,cronjob -l app.kubernetes.io/instance=produ
 step "real PostgreSQL: a row through the read-write Service, read back through the read-only one"
 uri="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
 uri_ro="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri-ro}' | base64 -d)"
-psql_in() { kubectl exec "$1" -c postgres -- psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; }
+# An operator just upgraded may still be rolling the pods onto its chart: retry
+# while a pod restarts under the command.
+psql_in() {
+  local try
+  for try in $(seq 1 30); do
+    if kubectl exec "$1" -c postgres -- psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; then return 0; fi
+    echo "(${1} is not answering yet; trying again)" >&2
+    sleep 2
+    kubectl wait --for=condition=Ready mydb/production-db --timeout=120s >/dev/null
+  done
+  return 1
+}
 # The same row on every run: a second `make demo` changes nothing.
 psql_in production-db-2 "${uri}" -qc "create table if not exists demo (id int primary key, said text, at timestamptz default now())" \
   -c "insert into demo (id, said) values (1, 'hello from the demo, through the read-write Service') on conflict (id) do nothing"
