@@ -3,13 +3,19 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e venv tools postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench
+.PHONY: demo test test-unit test-e2e lint venv tools postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-test: venv tools postgres node-packages ## every test: unit, chart, PostgreSQL scripts, e2e on the local control plane
+test: venv lint tools postgres node-packages ## static checks first, then every test: unit, chart, PostgreSQL scripts, e2e on the local control plane
 	$(PY) -m pytest tests bench
+
+lint: venv ## ruff (lint, format), mypy --strict and the import-linter layers, on operator/ (pyproject.toml configures each)
+	$(VENV)/bin/ruff check operator
+	$(VENV)/bin/ruff format --check operator
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test-unit: venv ## the tests that need no cluster
 	$(PY) -m pytest tests/unit tests/chart

@@ -21,7 +21,7 @@ from typing import Callable
 
 import yaml
 
-from mydb_operator.credentials import credentials_secret
+from mydb_operator.desired.credentials import credentials_secret
 
 from .process import REPO
 

@@ -178,7 +178,7 @@ def wait_goals(what: str, goals: list[tuple[kube.Tracker, str, str]], n: int, ti
         time.sleep(0.2)
 
 
-# MyDatabases (kopf) and the six informers of children.py
+# MyDatabases (kopf) and the six informers of cluster/informers.py
 WATCHED = ("mydatabases", "pods", "services", "persistentvolumeclaims", "statefulsets", "cronjobs", "jobs")
 
 

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
-from . import api, chartcheck, chartsource, logs
+from . import names
 from .config import BUNDLED_CHART, CONFIG
-from .helm import Helm, HelmError
-from .model import SpecError, parse_spec
-from .platform import Platform, PlatformError, load_platform
-from .values import database_values
+from .desired.platform import Platform, PlatformError, load_platform
+from .desired.values import database_values
+from .helm import chart_check, chart_source
+from .helm.errors import HelmError
+from .helm.releases import Helm
+from .memory import tune_malloc
+from .model.errors import SpecError
+from .model.spec import parse_spec
+from .telemetry import logs
 
 if TYPE_CHECKING:
-    from .leader import LeaderLease
+    from .leadership.lease import LeaderLease
 
 # Not __name__: run as `python -m mydb_operator.cli`, this module is __main__.
 log = logging.getLogger("mydb_operator.cli")
@@ -31,9 +35,9 @@ def load_database(path: str) -> dict[str, Any]:
     """The one MyDatabase in a YAML file ('-' for stdin)."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
     documents = [d for d in yaml.safe_load_all(text) if d]
-    databases = [d for d in documents if d.get("kind") == api.KIND]
+    databases: list[dict[str, Any]] = [d for d in documents if d.get("kind") == names.KIND]
     if len(databases) != 1:
-        raise SystemExit(f"{path}: expected exactly one {api.KIND}, found {len(databases)}")
+        raise SystemExit(f"{path}: expected exactly one {names.KIND}, found {len(databases)}")
     return databases[0]
 
 
@@ -46,8 +50,12 @@ def platform() -> Platform:
 
 def make_helm(loaded: Platform) -> Helm:
     try:
-        return Helm(CONFIG.chart_dir, executable=CONFIG.helm, platform_config=CONFIG.platform_config,
-                    post_render=bool(loaded.object_patches))
+        return Helm(
+            CONFIG.chart_dir,
+            executable=CONFIG.helm,
+            platform_config=CONFIG.platform_config,
+            post_render=bool(loaded.object_patches),
+        )
     except HelmError as error:
         raise SystemExit(f"mydb-operator: {error}") from None
 
@@ -56,7 +64,7 @@ def values_for(database: dict[str, Any], loaded: Platform) -> dict[str, Any]:
     try:
         return database_values(database["metadata"]["name"], parse_spec(database.get("spec") or {}), loaded)
     except (SpecError, PlatformError) as error:
-        raise SystemExit(f"invalid {api.KIND}: {error}") from None
+        raise SystemExit(f"invalid {names.KIND}: {error}") from None
 
 
 def cmd_values(args: argparse.Namespace) -> None:
@@ -79,48 +87,24 @@ def cmd_render(args: argparse.Namespace) -> None:
 def preflight(chart: str) -> None:
     """Fail fast and plainly, before kopf starts: helm, chart and platform config must work together."""
     loaded = platform()
-    problems = asyncio.run(chartcheck.incompatibilities(make_helm(loaded), loaded))
+    problems = asyncio.run(chart_check.incompatibilities(make_helm(loaded), loaded))
     if problems:
-        raise SystemExit("mydb-operator: the chart " + chart + " does not fit the operator:\n  "
-                         + "\n  ".join(problems))
+        raise SystemExit(
+            "mydb-operator: the chart " + chart + " does not fit the operator:\n  " + "\n  ".join(problems)
+        )
 
 
 def use_chart(args: argparse.Namespace) -> str:
     """Settle the chart: a directory, or an OCI chart pulled once now. Returns how to name it in messages."""
     try:
-        source = chartsource.from_settings(args.chart, args.chart_version, args.chart_plain_http, os.environ,
-                                           BUNDLED_CHART)
+        source = chart_source.from_settings(
+            args.chart, args.chart_version, args.chart_plain_http, os.environ, BUNDLED_CHART
+        )
         if args.needs_chart:
-            CONFIG.chart_dir = chartsource.local_chart(source, CONFIG.helm)
-    except chartsource.ChartSourceError as error:
+            CONFIG.chart_dir = chart_source.local_chart(source, CONFIG.helm)
+    except chart_source.ChartSourceError as error:
         raise SystemExit(f"mydb-operator: {error}") from None
     return str(source)
-
-
-# glibc's mallopt() parameter numbers, and the environment variables that set them instead
-M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
-MALLOC_TUNING = ((M_ARENA_MAX, 2, "MALLOC_ARENA_MAX"), (M_MMAP_THRESHOLD, 128 * 1024, "MALLOC_MMAP_THRESHOLD_"))
-
-
-def tune_malloc() -> None:
-    """Keep the operator's RSS near what Python really holds.
-
-    make bench measured the peak RSS at 300 databases anywhere from 166 to
-    220 MB with the same code, while tracemalloc saw 25 MB of live objects
-    grow. Two arenas instead of glibc's up to 8 per core: every thread that
-    allocates (informers, executors, subprocess watchers) may get its own,
-    and freed memory stays behind in each. A fixed 128 KiB mmap threshold:
-    glibc otherwise raises it after each large free, so transient buffers
-    (Helm's JSON output, list and watch bodies) end up in the heap and the
-    heap is rarely trimmed; with it, N=300 peaked at 154 MB and fell back to
-    139 MB between waves. The environment variables win."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return  # not glibc: musl and others tune differently
-    for param, value, variable in MALLOC_TUNING:
-        if not os.environ.get(variable):
-            libc.mallopt(param, value)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -128,7 +112,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     import kopf
 
     from . import handlers  # noqa: F401  (registers the handlers)
-    from .leader import ScopeConflict, default_identity
+    from .leadership.conflicts import ScopeConflict
+    from .leadership.identity import default_identity
 
     preflight(args.chart_label)
     CONFIG.namespaces = args.namespace or []
@@ -145,16 +130,19 @@ def cmd_run(args: argparse.Namespace) -> None:
             log.error("%s", conflict)
             raise SystemExit(2) from None
     else:
-        log.warning("leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
-                    "instance from acting on the same databases at the same time; make sure only one runs")
+        log.warning(
+            "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
+            "instance from acting on the same databases at the same time; make sure only one runs"
+        )
     try:
         kopf.run(
             clusterwide=not CONFIG.namespaces,
             namespaces=CONFIG.namespaces,
             standalone=True,
             # kopf's own default asks the passwd database for the user name,
-            # and the image's numeric user has no entry there.
-            identity=default_identity(),
+            # and the image's numeric user has no entry there. (kopf types it as
+            # its own NewType of str, which it does not export.)
+            identity=cast(Any, default_identity()),
             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
         )
     finally:
@@ -167,16 +155,21 @@ def lead(args: argparse.Namespace) -> LeaderLease:
 
     Raises ScopeConflict when another live instance, under another Lease, manages
     namespaces this one would manage too."""
-    import kubernetes
+    from .cluster.clients import load_config
+    from .leadership import lease as election
+    from .leadership.conflicts import ScopeConflict
+    from .leadership.identity import default_identity, default_namespace
+    from .leadership.scopes import scope_of
+    from .leadership.standby_health import standby_health
 
-    from .leader import LeaderLease, ScopeConflict, default_identity, default_namespace, scope_of, standby_health
-
-    try:
-        kubernetes.config.load_incluster_config()
-    except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config()
-    lease = LeaderLease(args.leader_lease_name, args.leader_lease_namespace or default_namespace(),
-                        default_identity(), duration=args.leader_lease_seconds, scope=scope_of(CONFIG.namespaces))
+    load_config()
+    lease = election.LeaderLease(
+        args.leader_lease_name,
+        args.leader_lease_namespace or default_namespace(),
+        default_identity(),
+        duration=args.leader_lease_seconds,
+        scope=scope_of(CONFIG.namespaces),
+    )
     with standby_health(args.health_port, lease.standby_status):
         lease.refuse_overlap()  # a second instance fails at once instead of standing by for the wrong Lease
         lease.acquire()
@@ -202,34 +195,58 @@ def true_or_false(text: str) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     """The command line; global flags go before the command (charts/mydatabase-operator relies on it)."""
     parser = argparse.ArgumentParser(prog="mydb-operator", description=__doc__)
-    parser.add_argument("--chart", help="chart directory or oci://HOST/PATH/NAME "
-                        "(default: the bundled chart, or MYDB_CHART_DIR)")
-    parser.add_argument("--chart-version", help="the version of an oci:// chart, required with one "
-                        "(or MYDB_CHART_VERSION)")
-    parser.add_argument("--chart-plain-http", action="store_true", default=None,
-                        help="pull an oci:// chart over plain HTTP (or MYDB_CHART_PLAIN_HTTP=1)")
+    parser.add_argument(
+        "--chart", help="chart directory or oci://HOST/PATH/NAME (default: the bundled chart, or MYDB_CHART_DIR)"
+    )
+    parser.add_argument(
+        "--chart-version", help="the version of an oci:// chart, required with one (or MYDB_CHART_VERSION)"
+    )
+    parser.add_argument(
+        "--chart-plain-http",
+        action="store_true",
+        default=None,
+        help="pull an oci:// chart over plain HTTP (or MYDB_CHART_PLAIN_HTTP=1)",
+    )
     parser.add_argument("--helm", help="helm executable (default: helm on PATH, or MYDB_HELM)")
     parser.add_argument("--platform-config", help="platform defaults and patches, YAML (or MYDB_PLATFORM_CONFIG)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the operator")
-    run.add_argument("-n", "--namespace", action="append",
-                     help="watch only this namespace (repeatable); default: all namespaces")
+    run.add_argument(
+        "-n", "--namespace", action="append", help="watch only this namespace (repeatable); default: all namespaces"
+    )
     run.add_argument("--resync", type=float, help="seconds between periodic reconciles (default 60)")
     run.add_argument("--health-port", type=int, default=8080, help="liveness endpoint port (0: off)")
     run.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9090, 0: off)")
     run.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format")
     # nargs="?": a bare --leader-elect (what older charts pass) still means true.
-    run.add_argument("--leader-elect", type=true_or_false, nargs="?", const=True, default=True,
-                     metavar="true|false", help="reconcile only while holding a Lease, and refuse to start "
-                     "beside another instance that manages an overlapping set of namespaces (default: true); "
-                     "false: nothing stops a second instance")
-    run.add_argument("--leader-lease-name", default="mydb-operator", help="the Lease (default: mydb-operator); "
-                     "instances that name the same Lease stand by for each other")
-    run.add_argument("--leader-lease-namespace", help="default: POD_NAMESPACE, else the pod's service-account "
-                     "namespace, else the current kubeconfig context's namespace, else default")
-    run.add_argument("--leader-lease-seconds", type=int, default=15,
-                     help="a standby takes over this long after the leader stopped renewing")
+    run.add_argument(
+        "--leader-elect",
+        type=true_or_false,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="reconcile only while holding a Lease, and refuse to start "
+        "beside another instance that manages an overlapping set of namespaces (default: true); "
+        "false: nothing stops a second instance",
+    )
+    run.add_argument(
+        "--leader-lease-name",
+        default="mydb-operator",
+        help="the Lease (default: mydb-operator); instances that name the same Lease stand by for each other",
+    )
+    run.add_argument(
+        "--leader-lease-namespace",
+        help="default: POD_NAMESPACE, else the pod's service-account "
+        "namespace, else the current kubeconfig context's namespace, else default",
+    )
+    run.add_argument(
+        "--leader-lease-seconds",
+        type=int,
+        default=15,
+        help="a standby takes over this long after the leader stopped renewing",
+    )
     run.set_defaults(func=cmd_run, needs_chart=True)
 
     render = commands.add_parser("render", help="print the manifests the operator would apply")

@@ -18,8 +18,11 @@ class Config:
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("MYDB_RESYNC_SECONDS", "60")))
     helm_parallel: int = field(default_factory=lambda: int(os.environ.get("MYDB_HELM_PARALLEL", "4")))
     history_max: int = 5
-    platform_config: Path | None = field(default_factory=lambda: Path(os.environ["MYDB_PLATFORM_CONFIG"])
-                                         if os.environ.get("MYDB_PLATFORM_CONFIG") else None)
+    platform_config: Path | None = field(
+        default_factory=lambda: (
+            Path(os.environ["MYDB_PLATFORM_CONFIG"]) if os.environ.get("MYDB_PLATFORM_CONFIG") else None
+        )
+    )
     metrics_port: int = field(default_factory=lambda: int(os.environ.get("MYDB_METRICS_PORT", "9090")))
 
 

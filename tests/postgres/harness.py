@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 import yaml
 from e2e import waiting as polling  # tests/ is on sys.path (rootdir conftest)
-from mydb_operator.credentials import REPLICATION_USER, SUPERUSER
+from mydb_operator.desired.credentials import REPLICATION_USER, SUPERUSER
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "production-db.yaml"

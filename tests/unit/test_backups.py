@@ -1,6 +1,8 @@
 """On-demand backup requests and backup health, as pure functions."""
 
-from mydb_operator import backups
+from mydb_operator import names
+from mydb_operator.desired.backup_job import on_demand_job
+from mydb_operator.policy import backups
 
 T1, T2, T3 = "2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", "2026-01-01T03:00:00Z"
 CRONJOB = {
@@ -17,7 +19,7 @@ def job(name, kind=None, at=None):
 
 
 def test_a_request_is_new_until_recorded_in_status():
-    annotations = {backups.BACKUP_NOW: "now-1"}
+    annotations = {names.BACKUP_NOW_ANNOTATION: "now-1"}
     assert backups.requested(annotations, {}) == "now-1"
     assert backups.requested(annotations, {"backup": {"lastOnDemandRequest": "now-1"}}) is None
     assert backups.requested(annotations, {"backup": {"lastOnDemandRequest": "now-0"}}) == "now-1"
@@ -25,13 +27,13 @@ def test_a_request_is_new_until_recorded_in_status():
 
 
 def test_on_demand_job_copies_the_cronjob_template_and_is_owned_by_it():
-    made = backups.on_demand_job(CRONJOB, "db", "now-1")
+    made = on_demand_job(CRONJOB, "db", "now-1")
     assert made["metadata"]["name"].startswith("db-backup-") and len(made["metadata"]["name"]) == len("db-backup-") + 8
     assert made["spec"] == CRONJOB["spec"]["jobTemplate"]["spec"]
     assert made["metadata"]["labels"]["app.kubernetes.io/instance"] == "db"
     assert made["metadata"]["ownerReferences"][0]["uid"] == "u-1"
-    assert backups.on_demand_job(CRONJOB, "db", "now-1")["metadata"]["name"] == made["metadata"]["name"]
-    assert backups.on_demand_job(CRONJOB, "db", "now-2")["metadata"]["name"] != made["metadata"]["name"]
+    assert on_demand_job(CRONJOB, "db", "now-1")["metadata"]["name"] == made["metadata"]["name"]
+    assert on_demand_job(CRONJOB, "db", "now-2")["metadata"]["name"] != made["metadata"]["name"]
 
 
 def test_facts_take_the_newest_of_cronjob_and_jobs():

@@ -6,7 +6,7 @@ import asyncio
 import stat
 from pathlib import Path
 
-from mydb_operator.helm import SKIP_CLIENT_VALIDATION, OperatorCommand
+from mydb_operator.helm.command import SKIP_CLIENT_VALIDATION, OperatorCommand
 
 RECORDER = """#!/bin/sh
 printf '%s\\n' "$@" > "{argv}"

@@ -14,10 +14,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from mydb_operator import api, cli, leader
-from mydb_operator.leader import (LeaderLease, LeaseView, ScopeConflict, choose_lease_namespace, conflict_message,
-                                  conflicting_lease, describe_scope, globs_overlap, parse_scope, scope_of,
-                                  scopes_overlap)
+from mydb_operator import cli, names
+from mydb_operator.leadership import identity, standby_health
+from mydb_operator.leadership import lease as election
+from mydb_operator.leadership.conflicts import LeaseView, ScopeConflict, conflict_message, conflicting_lease
+from mydb_operator.leadership.identity import choose_lease_namespace
+from mydb_operator.leadership.lease import LeaderLease
+from mydb_operator.leadership.scopes import describe_scope, globs_overlap, parse_scope, scope_of, scopes_overlap
 
 NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
@@ -161,13 +164,13 @@ current-context: a
 """)
     from kubernetes.config import kube_config
     monkeypatch.delenv("POD_NAMESPACE", raising=False)
-    monkeypatch.setattr(leader, "SERVICE_ACCOUNT_NAMESPACE", str(tmp_path / "absent"))
+    monkeypatch.setattr(identity, "SERVICE_ACCOUNT_NAMESPACE", str(tmp_path / "absent"))
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
-    assert leader.default_namespace() == "team-a"
+    assert identity.default_namespace() == "team-a"
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
-    assert leader.default_namespace() == "default"
+    assert identity.default_namespace() == "default"
     monkeypatch.setenv("POD_NAMESPACE", "from-pod")
-    assert leader.default_namespace() == "from-pod"
+    assert identity.default_namespace() == "from-pod"
 
 
 # ---------------------------------------------------------------- the command line
@@ -234,8 +237,8 @@ class FakeLeases:
 def held_lease(namespace: str, name: str, holder: str, scope: str, age: float = 1) -> client.V1Lease:
     renewed = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age)
     return client.V1Lease(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels={api.OPERATOR_LEASE_LABEL: "true"},
-                                     annotations={api.OPERATOR_SCOPE_ANNOTATION: scope}),
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels={names.OPERATOR_LEASE_LABEL: "true"},
+                                     annotations={names.OPERATOR_SCOPE_ANNOTATION: scope}),
         spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15, renew_time=renewed))
 
 
@@ -255,8 +258,8 @@ def test_the_lease_is_labelled_and_carries_the_scope(leases):
     first = instance(leases, "a-1", scope="team-a,team-b")
     assert first.try_acquire()
     stored = leases.stored[("ops", "mydb-operator")]
-    assert stored.metadata.labels == {api.OPERATOR_LEASE_LABEL: "true"}
-    assert stored.metadata.annotations == {api.OPERATOR_SCOPE_ANNOTATION: "team-a,team-b"}
+    assert stored.metadata.labels == {names.OPERATOR_LEASE_LABEL: "true"}
+    assert stored.metadata.annotations == {names.OPERATOR_SCOPE_ANNOTATION: "team-a,team-b"}
     assert stored.spec.holder_identity == "a-1"
 
 
@@ -266,8 +269,8 @@ def test_an_unlabelled_lease_of_an_older_operator_gets_marked_on_takeover(leases
     leases.put(old)
     assert instance(leases, "new-1", scope="a").try_acquire()
     stored = leases.stored[("ops", "mydb-operator")]
-    assert stored.metadata.labels[api.OPERATOR_LEASE_LABEL] == "true"
-    assert stored.metadata.annotations[api.OPERATOR_SCOPE_ANNOTATION] == "a"
+    assert stored.metadata.labels[names.OPERATOR_LEASE_LABEL] == "true"
+    assert stored.metadata.annotations[names.OPERATOR_SCOPE_ANNOTATION] == "a"
 
 
 def test_a_standby_says_for_whom_it_stands_by(leases):
@@ -296,7 +299,7 @@ def test_the_standby_logs_each_new_holder(leases, monkeypatch, caplog):
         me.holder = next(holders)
         return me.holder is None
     monkeypatch.setattr(me, "_attempt", attempt)
-    with caplog.at_level(logging.INFO, logger="mydb_operator.leader"):
+    with caplog.at_level(logging.INFO, logger="mydb_operator.leadership.lease"):
         me.acquire(retry_every=0)
     said = [r.getMessage() for r in caplog.records]
     assert said[0].startswith("waiting to lead (Lease ops/mydb-operator, identity b-1, scope *)")
@@ -321,7 +324,7 @@ def test_the_own_lease_a_disjoint_scope_or_a_dead_holder_do_not_refuse(leases):
 def test_a_forbidden_list_warns_once_and_goes_on(leases, caplog):
     leases.list_status = 403
     me = instance(leases, "me-1")
-    with caplog.at_level(logging.WARNING, logger="mydb_operator.leader"):
+    with caplog.at_level(logging.WARNING, logger="mydb_operator.leadership.lease"):
         me.refuse_overlap()
         me.refuse_overlap()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -381,7 +384,7 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
             super().acquire(retry_every)
             leases.put(held_lease("team-a", "team-a-operator", "pod-x", "team-a"))  # the other one, meanwhile
 
-    monkeypatch.setattr(leader, "LeaderLease", Recording)
+    monkeypatch.setattr(election, "LeaderLease", Recording)
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
     monkeypatch.setattr(cli.CONFIG, "namespaces", ["team-a"])
     with pytest.raises(ScopeConflict):
@@ -431,7 +434,7 @@ def test_the_standby_answers_healthz_with_200_and_says_whom_it_waits_for():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with leader.standby_health(port, lambda: "standby: Lease ops/mydb-operator held by a-1"):
+    with standby_health.standby_health(port, lambda: "standby: Lease ops/mydb-operator held by a-1"):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
             assert response.status == 200
             assert response.read().decode() == "standby: Lease ops/mydb-operator held by a-1\n"

@@ -1,9 +1,12 @@
 """Pure lifecycle decisions: storage growth, version policy, operation names, pending restarts, warnings."""
 
-from mydb_operator import lifecycle
-from mydb_operator.credentials import connection_uri, credentials_secret, missing_keys
-from mydb_operator.model import parse_spec
-from mydb_operator.reconcile import warnings_for
+from mydb_operator.desired.credentials import connection_uri, credentials_secret, missing_keys
+from mydb_operator.model.spec import parse_spec
+from mydb_operator.model.statefulset import claim_template_size, pending_restart, running_version
+from mydb_operator.policy.operations import applied_summary, operation_kind
+from mydb_operator.policy.storage import claims_short_of, storage_plan
+from mydb_operator.policy.version_change import version_refusal
+from mydb_operator.status.warnings import warnings_for
 
 SPEC = parse_spec({"replicas": 3, "version": "15.4", "storage": "200Gi"})
 
@@ -16,30 +19,30 @@ def sts(image="postgres:15.2", size="100Gi", revision="r2"):
 
 
 def test_running_version_and_template_size_come_from_the_statefulset():
-    assert lifecycle.running_version(sts("docker.io/library/postgres:15.2")) == "15.2"
-    assert lifecycle.claim_template_size(sts(size="5Gi")) == "5Gi"
-    assert lifecycle.running_version(None) is None and lifecycle.claim_template_size(None) is None
+    assert running_version(sts("docker.io/library/postgres:15.2")) == "15.2"
+    assert claim_template_size(sts(size="5Gi")) == "5Gi"
+    assert running_version(None) is None and claim_template_size(None) is None
 
 
 def test_minor_changes_both_ways_are_allowed_major_changes_are_not():
-    assert lifecycle.version_refusal(SPEC, "15.2") is None
-    assert lifecycle.version_refusal(parse_spec({"replicas": 1, "version": "15.1", "storage": "1Gi"}), "15.4") is None
-    assert lifecycle.version_refusal(SPEC, None) is None
-    refusal = lifecycle.version_refusal(SPEC, "14.9")
+    assert version_refusal(SPEC, "15.2") is None
+    assert version_refusal(parse_spec({"replicas": 1, "version": "15.1", "storage": "1Gi"}), "15.4") is None
+    assert version_refusal(SPEC, None) is None
+    refusal = version_refusal(SPEC, "14.9")
     assert "major version" in refusal and "spec.restore" in refusal
 
 
 def test_storage_growth_plan():
-    grow = lifecycle.storage_plan(SPEC, "100Gi", expansion_allowed=True)
+    grow = storage_plan(SPEC, "100Gi", expansion_allowed=True)
     assert (grow.grow, grow.chart_size, grow.refusal) == (True, "200Gi", None)
-    same = lifecycle.storage_plan(SPEC, "0.1953125Ti", expansion_allowed=None)  # 200Gi written otherwise
+    same = storage_plan(SPEC, "0.1953125Ti", expansion_allowed=None)  # 200Gi written otherwise
     assert (same.grow, same.refusal) == (False, None)
-    blocked = lifecycle.storage_plan(SPEC, "100Gi", expansion_allowed=False)
+    blocked = storage_plan(SPEC, "100Gi", expansion_allowed=False)
     assert (blocked.grow, blocked.chart_size) == (False, "100Gi")
     assert "does not allow volume expansion" in blocked.refusal
-    shrink = lifecycle.storage_plan(SPEC, "300Gi", expansion_allowed=True)
+    shrink = storage_plan(SPEC, "300Gi", expansion_allowed=True)
     assert (shrink.grow, shrink.chart_size) == (False, "300Gi") and "cannot shrink" in shrink.refusal
-    fresh = lifecycle.storage_plan(SPEC, None, expansion_allowed=None)
+    fresh = storage_plan(SPEC, None, expansion_allowed=None)
     assert (fresh.grow, fresh.chart_size) == (False, "200Gi")
 
 
@@ -47,27 +50,27 @@ def test_claims_short_of_size():
     claims = [{"metadata": {"name": "b"}, "status": {"capacity": {"storage": "100Gi"}}},
               {"metadata": {"name": "a"}, "status": {"capacity": {"storage": "200Gi"}}},
               {"metadata": {"name": "c"}, "status": {}}]
-    assert lifecycle.claims_short_of(claims, "200Gi") == ["b", "c"]
+    assert claims_short_of(claims, "200Gi") == ["b", "c"]
 
 
 def test_operation_names():
-    base = lifecycle.applied_summary(parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi"}))
-    assert lifecycle.operation_kind(None, base) == "Install"
-    assert lifecycle.operation_kind(base, {**base, "replicas": 5}) == "Scale"
-    assert lifecycle.operation_kind(base, {**base, "storage": "2Gi"}) == "Resize"
-    assert lifecycle.operation_kind(base, {**base, "version": "15.4"}) == "VersionChange"
-    assert lifecycle.operation_kind(base, {**base, "hibernate": True}) == "Hibernate"
-    assert lifecycle.operation_kind({**base, "hibernate": True}, base) == "Wake"
-    assert lifecycle.operation_kind(base, {**base, "backup": True}) == "Upgrade"
-    assert lifecycle.operation_kind(base, base) == "Upgrade"  # the chart or other values changed
-    assert lifecycle.operation_kind(base, base, repair=True) == "Repair"
+    base = applied_summary(parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi"}))
+    assert operation_kind(None, base) == "Install"
+    assert operation_kind(base, {**base, "replicas": 5}) == "Scale"
+    assert operation_kind(base, {**base, "storage": "2Gi"}) == "Resize"
+    assert operation_kind(base, {**base, "version": "15.4"}) == "VersionChange"
+    assert operation_kind(base, {**base, "hibernate": True}) == "Hibernate"
+    assert operation_kind({**base, "hibernate": True}, base) == "Wake"
+    assert operation_kind(base, {**base, "backup": True}) == "Upgrade"
+    assert operation_kind(base, base) == "Upgrade"  # the chart or other values changed
+    assert operation_kind(base, base, repair=True) == "Repair"
 
 
 def test_pending_restart_lists_pods_on_an_old_revision():
     pods = [{"metadata": {"name": "db-0", "labels": {"controller-revision-hash": "r1"}}},
             {"metadata": {"name": "db-1", "labels": {"controller-revision-hash": "r2"}}}]
-    assert lifecycle.pending_restart(sts(revision="r2"), pods) == ["db-0"]
-    assert lifecycle.pending_restart(None, pods) == []
+    assert pending_restart(sts(revision="r2"), pods) == ["db-0"]
+    assert pending_restart(None, pods) == []
 
 
 def test_credentials_secret_keys_and_uris():

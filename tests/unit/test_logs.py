@@ -3,7 +3,7 @@
 import json
 import logging
 
-from mydb_operator import logs
+from mydb_operator.telemetry import logs
 
 
 def test_json_lines(capsys):

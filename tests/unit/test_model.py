@@ -2,7 +2,8 @@
 
 import pytest
 
-from mydb_operator.model import SpecError, parse_spec
+from mydb_operator.model.errors import SpecError
+from mydb_operator.model.spec import parse_spec
 
 SEED = {"replicas": 3, "version": "15.2", "storage": "100Gi",
         "backup": {"schedule": "0 2 * * *", "retention": "7d"}}

@@ -2,10 +2,12 @@
 
 import pytest
 
-from mydb_operator.chartcheck import missing_objects
-from mydb_operator.model import SpecError, parse_spec
-from mydb_operator.platform import PlatformError, apply_values, denied, merge, parse_platform, patch_objects
-from mydb_operator.values import database_values
+from mydb_operator.desired.platform import (PlatformError, apply_values, denied, merge, parse_platform,
+                                            patch_objects)
+from mydb_operator.desired.values import database_values
+from mydb_operator.helm.chart_check import missing_objects
+from mydb_operator.model.errors import SpecError
+from mydb_operator.model.spec import parse_spec
 
 SPEC = {"replicas": 3, "version": "15.2", "storage": "10Gi"}
 PLATFORM = {

@@ -1,10 +1,12 @@
 """build_status, drift and status_patch: phases, conditions and writes follow only the facts."""
 
-from mydb_operator.model import parse_spec
-from mydb_operator.observe import Observation
-from mydb_operator.reconcile import drift, status_patch
-from mydb_operator.status import Problem, build_status
-from mydb_operator.values import build_values
+from mydb_operator.desired.values import build_values
+from mydb_operator.model.observation import Observation
+from mydb_operator.model.spec import parse_spec
+from mydb_operator.policy.drift import drift
+from mydb_operator.status.build import build_status
+from mydb_operator.status.patch import status_patch
+from mydb_operator.status.problem import Problem
 
 SPEC = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": "0 2 * * *"}})
 APPLIED = {"name": "db", "revision": 1, "chart": "mydatabase-0.1.0", "appliedHash": "h", "status": "deployed"}

@@ -1,7 +1,7 @@
 """build_values and release_hash: the seed's values, hibernation, backups, and a hash that moves with them."""
 
-from mydb_operator.model import parse_spec
-from mydb_operator.values import build_values, release_hash
+from mydb_operator.desired.values import build_values, release_hash
+from mydb_operator.model.spec import parse_spec
 
 SEED = {"replicas": 3, "version": "15.2", "storage": "100Gi",
         "backup": {"schedule": "0 2 * * *", "retention": "7d"}}

@@ -1,0 +1,114 @@
+"""Informers: list, then watch, each kind the chart renders; every change goes to the ChildStore."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .child_store import ChildStore, version_of
+from .watched_kinds import KINDS, SELECTOR
+
+log = logging.getLogger(__name__)
+WATCH_SECONDS = 300
+
+
+class _Expired(Exception):
+    """410 Gone: the watch's resourceVersion is too old; list again."""
+
+
+class Informer(threading.Thread):
+    """List, then watch, one kind in one namespace (or all); hand every change to the store.
+
+    Runs in its own thread with its own API client (a watch holds a connection
+    for minutes); `deliver` puts each store update on the event loop."""
+
+    def __init__(self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None]):
+        super().__init__(name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
+        group, singular = KINDS[kind]
+        resource_api = group(client.ApiClient())
+        self._args: tuple[str, ...]
+        if namespace is None:
+            self._list, self._args = getattr(resource_api, f"list_{singular}_for_all_namespaces"), ()
+        else:
+            self._list, self._args = getattr(resource_api, f"list_namespaced_{singular}"), (namespace,)
+        self.kind, self.scope, self._store, self._deliver = kind, namespace, store, deliver
+        self._stopping = threading.Event()
+        self._response: urllib3.BaseHTTPResponse | None = None
+
+    def stop(self) -> None:
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            response.shutdown()  # unblocks the watch's read at once
+
+    def run(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                version = self._relist()
+                failures = 0
+                while not self._stopping.is_set():
+                    version = self._watch(version)
+            except _Expired:
+                continue
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+                if self._stopping.is_set():
+                    return
+                self._deliver(self._store.unsync, self.kind, self.scope)
+                failures += 1
+                delay = min(2**failures, 30)
+                reason = f"Api{error.status}" if isinstance(error, ApiException) else type(error).__name__
+                log.warning(
+                    "watching %s: %s (list again in %ds; reads go to the API meanwhile)", self.kind, reason, delay
+                )
+                self._stopping.wait(delay)
+
+    def _relist(self) -> str:
+        listing = json.loads(self._list(*self._args, label_selector=SELECTOR, _preload_content=False).data)
+        version: str = listing["metadata"]["resourceVersion"]
+        self._deliver(self._store.replace, self.kind, self.scope, listing["items"], version_of(listing))
+        return version
+
+    def _watch(self, version: str) -> str:
+        """One watch request, until the server ends it; returns the last resourceVersion seen."""
+        self._response = self._list(
+            *self._args,
+            label_selector=SELECTOR,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_SECONDS,
+            _preload_content=False,
+            _request_timeout=(30, WATCH_SECONDS + 30),
+        )
+        try:
+            for line in self._response:
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    status = event["object"]
+                    if status.get("code") == 410:
+                        raise _Expired()
+                    raise ApiException(status=status.get("code"), reason=status.get("message"))
+                version = event["object"]["metadata"]["resourceVersion"]
+                if event["type"] != "BOOKMARK":
+                    self._deliver(self._store.apply, self.kind, event["type"], event["object"])
+        finally:
+            self._response.release_conn()
+            self._response = None
+        return version
+
+
+def start_informers(store: ChildStore, namespaces: list[str], deliver: Callable[..., Any]) -> list[Informer]:
+    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some."""
+    scopes: list[str | None] = list(namespaces) or [None]
+    informers = [Informer(kind, scope, store, deliver) for kind in KINDS for scope in scopes]
+    for informer in informers:
+        informer.start()
+    return informers

@@ -1,0 +1,1 @@
+"""What the operator applies for a database: Helm values, the credentials Secret, backup Jobs. Pure builders."""

@@ -1,0 +1,55 @@
+"""The credentials Secret: created once with strong random passwords, never rotated silently."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+from urllib.parse import quote
+
+from .. import names
+
+SUPERUSER, REPLICATION_USER = "postgres", "replicator"
+REQUIRED_KEYS = ("username", "password", "replication-username", "replication-password")
+
+
+def missing_keys(secret: dict[str, Any]) -> list[str]:
+    """Keys the chart needs that a user-supplied Secret lacks."""
+    present = set(secret.get("data") or {}) | set(secret.get("stringData") or {})
+    return [key for key in REQUIRED_KEYS if key not in present]
+
+
+def connection_uri(
+    user: str, password: str, host: str, port: int = names.POSTGRES_PORT, database: str = "postgres"
+) -> str:
+    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/{database}"
+
+
+def new_password() -> str:
+    # 32 URL-safe characters: ~190 bits, and safe inside a connection URI.
+    return secrets.token_urlsafe(24)
+
+
+def credentials_secret(release: str, namespace: str) -> dict[str, Any]:
+    """A new Secret body; its passwords exist only here and in the API server."""
+    password = new_password()
+    read_write = names.service_host(names.read_write_service(release), namespace)
+    read_only = names.service_host(names.read_only_service(release), namespace)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": names.credentials_secret_name(release),
+            "namespace": namespace,
+            "labels": {**names.selector_labels(release), names.MANAGED_BY_LABEL: names.OPERATOR_NAME},
+        },
+        "type": "Opaque",
+        "stringData": {
+            "username": SUPERUSER,
+            "password": password,
+            "replication-username": REPLICATION_USER,
+            "replication-password": new_password(),
+            # Ready-made connection strings for the read-write and read-only Services.
+            "uri": connection_uri(SUPERUSER, password, read_write),
+            "uri-ro": connection_uri(SUPERUSER, password, read_only),
+        },
+    }

@@ -1,0 +1,175 @@
+"""Platform customization: defaults for every database, and patches for what values do not expose.
+
+Precedence, lowest first: chart defaults < platform `values` < the MyDatabase
+< platform `valuePatches` (RFC 6902 on the values) < platform `objectPatches`
+(RFC 6902 on rendered objects, applied by a Helm post-renderer). The config is
+one YAML file (`--platform-config`, mounted from the operator chart's
+`platform` value):
+
+    values: {image: {registry: mirror.example.com}, nodeSelector: {pool: db}}
+    valuePatches: [{op: replace, path: /image/pullPolicy, value: Always}]
+    objectPatches:
+      - target: {kind: StatefulSet, name: "*"}
+        patch: [{op: add, path: /spec/template/spec/priorityClassName, value: databases}]
+    deniedParameters: [shared_preload_libraries]
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+
+# postgresql.conf settings a MyDatabase may not set: the scripts and the chart
+# own them, or they trade durability away.
+DENIED_PARAMETERS = frozenset(
+    {
+        "listen_addresses",
+        "port",
+        "data_directory",
+        "hba_file",
+        "ident_file",
+        "config_file",
+        "external_pid_file",
+        "unix_socket_directories",
+        "unix_socket_permissions",
+        "unix_socket_group",
+        "primary_conninfo",
+        "primary_slot_name",
+        "restore_command",
+        "recovery_target",
+        "recovery_target_time",
+        "recovery_target_lsn",
+        "recovery_target_xid",
+        "recovery_target_name",
+        "hot_standby",
+        "wal_level",
+        "fsync",
+        "full_page_writes",
+        "synchronous_commit",
+        "ssl_cert_file",
+        "ssl_key_file",
+        "ssl_ca_file",
+        "archive_command",
+        "archive_mode",
+    }
+)
+
+
+class PlatformError(ValueError):
+    """The platform config is unusable; the operator refuses to start with it."""
+
+
+@dataclass(frozen=True)
+class ObjectPatch:
+    kind: str
+    name: str  # a glob, e.g. "*" or "*-backup"
+    patch: jsonpatch.JsonPatch
+
+    def matches(self, obj: dict[str, Any]) -> bool:
+        return obj.get("kind") == self.kind and fnmatch.fnmatchcase(obj.get("metadata", {}).get("name", ""), self.name)
+
+
+@dataclass(frozen=True)
+class Platform:
+    values: dict[str, Any] = field(default_factory=dict)
+    value_patches: jsonpatch.JsonPatch = field(default_factory=lambda: jsonpatch.JsonPatch([]))
+    object_patches: tuple[ObjectPatch, ...] = ()
+    denied_parameters: frozenset[str] = DENIED_PARAMETERS
+    source: dict[str, Any] = field(default_factory=dict)  # as written, for the post-renderer's file
+
+
+def _patch(where: str, operations: Any) -> jsonpatch.JsonPatch:
+    if not isinstance(operations, list):
+        raise PlatformError(f"{where}: must be a list of RFC 6902 operations")
+    try:
+        return jsonpatch.JsonPatch(operations)  # checks each operation: unknown ops, bad paths
+    except (jsonpatch.InvalidJsonPatch, jsonpatch.JsonPointerException, TypeError, KeyError) as error:
+        raise PlatformError(f"{where}: {error}") from None
+
+
+def parse_platform(config: dict[str, Any] | None) -> Platform:
+    """Check every part of the config up front: a bad patch stops the operator, never half-applies."""
+    config = config or {}
+    unknown = set(config) - {"values", "valuePatches", "objectPatches", "deniedParameters"}
+    if unknown:
+        raise PlatformError(f"unknown keys in the platform config: {', '.join(sorted(unknown))}")
+    values = config.get("values") or {}
+    if not isinstance(values, dict):
+        raise PlatformError("values: must be a mapping of chart values")
+    object_patches = []
+    for index, entry in enumerate(config.get("objectPatches") or []):
+        where = f"objectPatches[{index}]"
+        target = (entry or {}).get("target") or {}
+        if not target.get("kind"):
+            raise PlatformError(f"{where}.target.kind: required (for example StatefulSet)")
+        object_patches.append(
+            ObjectPatch(target["kind"], target.get("name", "*"), _patch(f"{where}.patch", entry.get("patch")))
+        )
+    denied = config.get("deniedParameters") or []
+    if not isinstance(denied, list) or not all(isinstance(name, str) for name in denied):
+        raise PlatformError("deniedParameters: must be a list of parameter names")
+    return Platform(
+        values=copy.deepcopy(values),
+        value_patches=_patch("valuePatches", config.get("valuePatches") or []),
+        object_patches=tuple(object_patches),
+        denied_parameters=DENIED_PARAMETERS | frozenset(denied),
+        source=copy.deepcopy(config),
+    )
+
+
+def load_platform(path: Path | None) -> Platform:
+    if path is None:
+        return Platform()
+    try:
+        return parse_platform(yaml.safe_load(Path(path).read_text()))
+    except (OSError, yaml.YAMLError) as error:
+        raise PlatformError(f"cannot read the platform config {path}: {error}") from None
+
+
+def merge(lower: Any, higher: Any) -> Any:
+    """Deep-merge mappings, `higher` winning; any other value (lists too) is replaced whole."""
+    if isinstance(lower, dict) and isinstance(higher, dict):
+        merged = dict(lower)
+        for key, value in higher.items():
+            merged[key] = merge(lower.get(key), value)
+        return merged
+    return copy.deepcopy(higher)
+
+
+def apply_values(platform: Platform, database_values: dict[str, Any]) -> dict[str, Any]:
+    """Platform defaults under the database's values, then the platform's value patches on top."""
+    merged = merge(platform.values, database_values)
+    try:
+        patched: dict[str, Any] = platform.value_patches.apply(merged)
+        return patched
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+        reason = str(error).split(" in {", 1)[0]  # jsonpatch appends the whole document
+        raise PlatformError(f"valuePatches do not apply to this database's values: {reason}") from None
+
+
+def patch_objects(patches: tuple[ObjectPatch, ...], documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply every matching object patch; any failure fails the whole render (nothing half-patched)."""
+    patched = []
+    for document in documents:
+        for index, entry in enumerate(patches):
+            if document and entry.matches(document):
+                try:
+                    document = entry.patch.apply(document)
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+                    name = document.get("metadata", {}).get("name")
+                    raise PlatformError(
+                        f"objectPatches[{index}] does not apply to {document['kind']} {name}: {error}"
+                    ) from None
+        patched.append(document)
+    return patched
+
+
+def denied(platform: Platform, parameters: Mapping[str, str]) -> list[str]:
+    return sorted(name for name in parameters if name.lower() in platform.denied_parameters)

@@ -1,0 +1,75 @@
+"""From a MyDatabase to the bundled chart's values: pure functions, no cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .. import names
+from ..model.errors import SpecError
+from ..model.spec import DatabaseSpec
+from .platform import Platform, apply_values, denied
+
+
+def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
+    """The Helm values for one database. Never holds a password: the chart reads the Secret by name.
+
+    Only what the spec says goes in, so platform defaults (desired/platform.py) show
+    through wherever the MyDatabase is silent."""
+    values: dict[str, Any] = {
+        "replicas": 0 if spec.hibernate else spec.replicas,
+        "image": {"tag": spec.version},
+        "storage": {"size": spec.storage},
+        "credentials": {"secretName": spec.existing_secret or names.credentials_secret_name(release)},
+        "roleLabel": names.ROLE_LABEL,
+        "backup": {"enabled": False},
+    }
+    if spec.storage_class_name:
+        values["storage"]["storageClassName"] = spec.storage_class_name
+    optional = {
+        "resources": spec.resources,
+        "podLabels": spec.pod_labels,
+        "podAnnotations": spec.pod_annotations,
+        "nodeSelector": spec.node_selector,
+        "tolerations": list(spec.tolerations),
+        "affinity": spec.affinity,
+    }
+    values.update({key: value for key, value in optional.items() if value})
+    if spec.postgresql_parameters:
+        values["postgresql"] = {"parameters": dict(spec.postgresql_parameters)}
+    if spec.backup:
+        values["backup"] = {
+            "enabled": True,
+            "schedule": spec.backup.schedule,
+            "retention": spec.backup.retention,
+            "storage": {"size": spec.backup.storage},
+        }
+        if spec.storage_class_name:
+            values["backup"]["storage"]["storageClassName"] = spec.storage_class_name
+    if spec.restore:
+        values["restore"] = {
+            "enabled": True,
+            "claimName": names.backups_claim_name(spec.restore.from_database),
+            "backup": spec.restore.backup,
+        }
+    return values
+
+
+def database_values(name: str, spec: DatabaseSpec, platform: Platform) -> dict[str, Any]:
+    """The values Helm gets for a database: the spec's over the platform's, then the platform's patches.
+
+    The one place values are made, for the operator and for `render`/`values` alike."""
+    refused = denied(platform, spec.postgresql_parameters)
+    if refused:
+        raise SpecError(
+            "postgresql.parameters",
+            f"{', '.join(refused)} cannot be set here: the operator manages them, or they trade durability away",
+        )
+    return apply_values(platform, build_values(name, spec))
+
+
+def release_hash(chart_digest: str, values: dict[str, Any]) -> str:
+    """What was applied, in one string: equal hashes mean Helm would change nothing."""
+    payload = json.dumps({"chart": chart_digest, "values": values}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -1,0 +1,52 @@
+"""Pokes: a change the informers or kopf saw wakes the one database it belongs to."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+
+from .. import names
+from ..policy.backups import requested
+
+Key = tuple[str, str]  # (namespace, name)
+POKES: dict[Key, asyncio.Event] = {}
+
+
+def poke(namespace: str | None, name: str | None) -> None:
+    event = POKES.get((namespace or "", name or ""))
+    if event is not None:
+        event.set()
+
+
+def register(key: Key) -> asyncio.Event:
+    return POKES.setdefault(key, asyncio.Event())
+
+
+def unregister(key: Key, wake: asyncio.Event) -> bool:
+    """Forget the database's wake-up, unless a newer daemon for it took the key; True when forgotten."""
+    if POKES.get(key) is wake:
+        del POKES[key]
+        return True
+    return False
+
+
+async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, delay: float) -> bool:
+    """Sleep up to `delay`; True if poked. Returns at once when kopf stops the daemon."""
+    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stopped.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return wake.is_set() and not stopped
+
+
+@kopf.on.event(names.GROUP, names.VERSION, names.PLURAL)
+def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+    """A new generation (spec edit, kubectl scale) or backup request is worth an immediate reconcile."""
+    if meta.get("generation") != status.get("observedGeneration") or requested(
+        dict(meta.get("annotations") or {}), dict(status)
+    ):
+        poke(meta.get("namespace"), meta.get("name"))

@@ -1,0 +1,148 @@
+"""One database's release through pyhelm3: render, install or upgrade (recovering a half-done one), uninstall."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pyhelm3
+from pyhelm3 import errors as helm_errors
+
+from ..telemetry.metrics import helm_timer
+from . import postrender
+from .command import OperatorCommand
+from .digest import chart_digest
+from .errors import HelmError, helm_message
+
+log = logging.getLogger(__name__)
+
+# Release records hold only values and manifests, never a password (the chart
+# reads the credentials Secret by name), so ConfigMaps are the right storage:
+# the operator then needs no list/watch on Secrets at all.
+HELM_DRIVER = "configmap"
+# What Helm says of a release a killed run left half-done: pending-install/upgrade/rollback,
+# or "uninstalling" (a recovery of a pending install was itself killed).
+LEFT_HALF_DONE = ("another operation (install/upgrade/rollback) is in progress", "has no deployed releases")
+
+
+@dataclass(frozen=True)
+class AppliedRelease:
+    name: str
+    revision: int
+    status: str
+    chart: str
+
+
+class Helm:
+    """Helm for every database: one chart (loaded once), one digest, at most `max_parallel` runs at a time."""
+
+    def __init__(
+        self,
+        chart_dir: Path,
+        *,
+        executable: str = "helm",
+        history_max: int = 5,
+        timeout: str = "2m",
+        max_parallel: int = 4,
+        platform_config: Path | None = None,
+        post_render: bool = False,
+    ):
+        os.environ.setdefault("HELM_DRIVER", HELM_DRIVER)
+        if not shutil.which(executable):
+            raise HelmError(f"no helm executable {executable!r} (set MYDB_HELM or --helm)")
+        if not (chart_dir / "Chart.yaml").is_file():
+            raise HelmError(f"no chart at {chart_dir} (set MYDB_CHART_DIR or --chart)")
+        self.chart_dir = chart_dir
+        post_renderer = None
+        if post_render and platform_config is not None:
+            # Helm 4 post-renderers are plugins: a private plugin folder holds ours.
+            plugins = Path(tempfile.mkdtemp(prefix="mydb-helm-plugins-"))
+            postrender.write_plugin(plugins)
+            os.environ["HELM_PLUGINS"] = str(plugins)
+            post_renderer = (postrender.PLUGIN_NAME, str(Path(platform_config).resolve()))
+        # A changed chart or platform config changes the hash of every release: Helm runs again.
+        self.digest = chart_digest(chart_dir, platform_config if post_render else None)
+        self.command = OperatorCommand(
+            post_renderer=post_renderer,
+            executable=executable,
+            history_max_revisions=history_max,
+            default_timeout=timeout,
+        )
+        self.client = pyhelm3.Client(command=self.command, executable=executable)
+        self._chart: pyhelm3.Chart | None = None
+        self._chart_lock = asyncio.Lock()
+        # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
+        # queue instead of starving the API server on a small machine.
+        self.max_parallel = max_parallel
+        self._slots = asyncio.Semaphore(max_parallel)
+
+    async def chart(self) -> pyhelm3.Chart:
+        async with self._chart_lock:  # hundreds of first reconciles at once load it once
+            if self._chart is None:
+                try:
+                    async with helm_timer("show"):
+                        self._chart = await self.client.get_chart(self.chart_dir)
+                except helm_errors.Error as error:
+                    raise HelmError(f"cannot load the chart {self.chart_dir}: {helm_message(error)}") from None
+        return self._chart
+
+    async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+        chart = await self.chart()
+        try:
+            async with self._slots, helm_timer("template"):
+                rendered = await self.client.template_resources(chart, release, values, namespace=namespace)
+            return [doc for doc in rendered if doc]
+        except helm_errors.Error as error:
+            raise HelmError(helm_message(error)) from None
+
+    async def upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+        """helm upgrade --install; a release a crash left half-done is recovered once, then retried."""
+        try:
+            return await self._upgrade(release, namespace, values)
+        except helm_errors.Error as error:
+            if not any(sign in helm_message(error) for sign in LEFT_HALF_DONE):
+                raise HelmError(helm_message(error)) from None
+        log.warning("release %s/%s was left half-done (pending or uninstalling): recovering it", namespace, release)
+        try:
+            async with self._slots, helm_timer("recover"):
+                await self.client.get_proceedable_revision(release, namespace=namespace)
+            return await self._upgrade(release, namespace, values)
+        except helm_errors.Error as error:
+            raise HelmError(helm_message(error)) from None
+
+    async def _upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+        chart = await self.chart()
+        async with self._slots, helm_timer("upgrade"):
+            # The Command, not the Client: the Client parses the whole rendered manifest
+            # with pure-Python YAML on the event loop, and nothing here needs it.
+            # force_conflicts: Helm applies server-side, and a field someone edited by hand
+            # (kubectl scale, kubectl patch) must go back to the release's value, not block it.
+            answer = await self.command.install_or_upgrade(
+                release,
+                str(chart.ref),
+                values,
+                namespace=namespace,
+                create_namespace=False,
+                force_conflicts=True,
+                version=chart.metadata.version,
+            )
+        result = cast(dict[str, Any], answer)  # pyhelm3 says Iterable; `helm upgrade -o json` is one object
+        return AppliedRelease(
+            name=release,
+            revision=int(result["version"]),
+            status=str(result["info"]["status"]),
+            chart=f"{chart.metadata.name}-{chart.metadata.version}",
+        )
+
+    async def uninstall(self, release: str, namespace: str) -> None:
+        try:
+            async with self._slots, helm_timer("uninstall"):
+                await self.client.uninstall_release(release, namespace=namespace, wait=False)
+        except helm_errors.Error as error:
+            raise HelmError(helm_message(error)) from None

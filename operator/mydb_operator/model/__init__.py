@@ -1,0 +1,1 @@
+"""What the operator reasons about, as typed data: the MyDatabase spec and what was observed. Pure."""

@@ -1,0 +1,117 @@
+"""The MyDatabase spec as typed Python, with defaults and the checks the CRD schema cannot express."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cron import check_cron
+from .errors import SpecError
+from .quantity import parse_quantity
+from .versions import VERSION_PATTERN, major, supported_range
+
+DELETION_RETAIN, DELETION_DELETE = "Retain", "Delete"
+RETENTION_PATTERN = re.compile(r"^[1-9][0-9]*[hdw]$")
+
+
+@dataclass(frozen=True)
+class Backup:
+    schedule: str
+    retention: str = "7d"
+    storage: str = "10Gi"
+
+
+@dataclass(frozen=True)
+class Restore:
+    from_database: str
+    backup: str = "latest"
+
+
+@dataclass(frozen=True)
+class DatabaseSpec:
+    replicas: int
+    version: str
+    storage: str
+    storage_class_name: str = ""
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    deletion_policy: str = DELETION_RETAIN
+    hibernate: bool = False
+    backup: Backup | None = None
+    postgresql_parameters: Mapping[str, str] = field(default_factory=dict)
+    existing_secret: str = ""  # a Secret the user made; empty: the operator creates one
+    restore: Restore | None = None
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def major(self) -> int:
+        return major(self.version)
+
+
+def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
+    """Build a DatabaseSpec from a CR's spec, applying defaults; raise SpecError on bad input."""
+    for required in ("replicas", "version", "storage"):
+        if required not in spec:
+            raise SpecError(required, "is required")
+    backup = spec.get("backup")
+    restore = spec.get("restore")
+    scheduling = spec.get("scheduling") or {}
+    parsed = DatabaseSpec(
+        replicas=int(spec["replicas"]),
+        version=str(spec["version"]),
+        storage=str(spec["storage"]),
+        storage_class_name=spec.get("storageClassName") or "",
+        resources=dict(spec.get("resources") or {}),
+        deletion_policy=spec.get("deletionPolicy") or DELETION_RETAIN,
+        hibernate=bool(spec.get("hibernate", False)),
+        backup=Backup(
+            schedule=backup["schedule"],
+            retention=backup.get("retention") or "7d",
+            storage=str(backup.get("storage") or "10Gi"),
+        )
+        if backup
+        else None,
+        postgresql_parameters=dict((spec.get("postgresql") or {}).get("parameters") or {}),
+        existing_secret=(spec.get("credentials") or {}).get("secretName") or "",
+        restore=Restore(from_database=restore["fromDatabase"], backup=restore.get("backup") or "latest")
+        if restore
+        else None,
+        pod_labels=dict(spec.get("podLabels") or {}),
+        pod_annotations=dict(spec.get("podAnnotations") or {}),
+        node_selector=dict(scheduling.get("nodeSelector") or {}),
+        tolerations=tuple(scheduling.get("tolerations") or ()),
+        affinity=dict(scheduling.get("affinity") or {}),
+    )
+    validate(parsed)
+    return parsed
+
+
+def validate(spec: DatabaseSpec) -> None:
+    """Checks repeated from the CRD (for `render` without a cluster) plus what CEL cannot see."""
+    if spec.replicas < 1:
+        raise SpecError("replicas", f"must be at least 1, got {spec.replicas}")
+    if not VERSION_PATTERN.match(spec.version):
+        raise SpecError("version", f"{spec.version!r} is not a supported PostgreSQL version ({supported_range()})")
+    _check_quantity("storage", spec.storage)
+    if spec.deletion_policy not in (DELETION_RETAIN, DELETION_DELETE):
+        raise SpecError("deletionPolicy", f"must be Retain or Delete, got {spec.deletion_policy!r}")
+    if spec.backup:
+        check_cron("backup.schedule", spec.backup.schedule)
+        if not RETENTION_PATTERN.match(spec.backup.retention):
+            raise SpecError("backup.retention", f"{spec.backup.retention!r} is not like 7d, 12h or 4w")
+        _check_quantity("backup.storage", spec.backup.storage)
+
+
+def _check_quantity(field_path: str, value: str) -> None:
+    try:
+        if parse_quantity(value) <= 0:
+            raise SpecError(field_path, f"{value!r} must be larger than zero")
+    except ValueError as error:
+        if isinstance(error, SpecError):
+            raise
+        raise SpecError(field_path, f"{value!r} is not a quantity such as 100Gi") from None

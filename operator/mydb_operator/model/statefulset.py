@@ -1,0 +1,40 @@
+"""Facts read from an observed StatefulSet: its claim size, its version, its pods' revisions. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import names
+
+Object = dict[str, Any]
+
+
+def claim_template_size(statefulset: Object | None) -> str | None:
+    """The storage request in the StatefulSet's `data` claim template (immutable once created)."""
+    for template in ((statefulset or {}).get("spec") or {}).get("volumeClaimTemplates") or []:
+        if template["metadata"]["name"] == names.DATA_CLAIM_TEMPLATE:
+            size: str = template["spec"]["resources"]["requests"]["storage"]
+            return size
+    return None
+
+
+def running_version(statefulset: Object | None) -> str | None:
+    """The PostgreSQL version the StatefulSet runs: its postgres image tag."""
+    containers = (((statefulset or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
+    for container in containers:
+        if container["name"] == names.POSTGRES_CONTAINER:
+            image: str = container["image"]
+            return image.rsplit(":", 1)[-1]
+    return None
+
+
+def pending_restart(statefulset: Object | None, pods: list[Object]) -> list[str]:
+    """Pods not yet on the StatefulSet's current template revision."""
+    revision = ((statefulset or {}).get("status") or {}).get("updateRevision")
+    if not revision:
+        return []
+    return sorted(
+        p["metadata"]["name"]
+        for p in pods
+        if (p["metadata"].get("labels") or {}).get("controller-revision-hash") != revision
+    )

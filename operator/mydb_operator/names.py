@@ -1,0 +1,109 @@
+"""Every name the operator shares with the API server and the bundled chart.
+
+The MyDatabase API (group, kind, finalizer), the labels and annotations the
+operator owns, and the names the chart gives one release's objects: one place,
+so that renaming an object cannot leave one of its readers behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# ---------------------------------------------------------------- the MyDatabase API
+
+GROUP = "myapp.example.com"
+VERSION = "v1"
+PLURAL = "mydatabases"
+KIND = "MyDatabase"
+
+FINALIZER = f"{GROUP}/finalizer"
+ANNOTATION_PREFIX = GROUP
+ROLE_LABEL = f"{GROUP}/role"
+PRIMARY, REPLICA = "primary", "replica"
+# A new value asks for one backup now (kubectl annotate ... backup-now="$(date +%s)").
+BACKUP_NOW_ANNOTATION = f"{ANNOTATION_PREFIX}/backup-now"
+ON_DEMAND_BACKUP_LABEL = f"{GROUP}/backup"
+# On the leader-election Lease: marks it as an operator's, and names the namespaces it guards
+# ("*" or "a,b"), so that another instance can tell whether their scopes overlap.
+OPERATOR_LEASE_LABEL = f"{GROUP}/operator-lease"
+OPERATOR_SCOPE_ANNOTATION = f"{GROUP}/operator-scope"
+
+# ---------------------------------------------------------------- the bundled chart's labels
+
+# Labels the bundled chart puts on everything it renders (selectors use name + instance).
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+CHART_NAME = "mydatabase"
+OPERATOR_NAME = "mydb-operator"
+
+
+def selector_labels(release: str) -> dict[str, str]:
+    """The labels that select one database's pods (what the StatefulSet selects on)."""
+    return {NAME_LABEL: CHART_NAME, INSTANCE_LABEL: release}
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+# ---------------------------------------------------------------- one release's objects
+
+POSTGRES_CONTAINER = "postgres"  # its image tag is the running version
+DATA_CLAIM_TEMPLATE = "data"  # the StatefulSet's claim template: claims data-RELEASE-N
+POSTGRES_PORT = 5432
+
+
+def read_write_service(release: str) -> str:
+    """The Service that selects the primary."""
+    return release
+
+
+def read_only_service(release: str) -> str:
+    """The Service that selects the replicas."""
+    return f"{release}-ro"
+
+
+def headless_service(release: str) -> str:
+    return f"{release}-headless"
+
+
+def release_services(release: str) -> tuple[str, str, str]:
+    """Every Service the chart renders for a release."""
+    return read_write_service(release), read_only_service(release), headless_service(release)
+
+
+def service_host(service: str, namespace: str) -> str:
+    return f"{service}.{namespace}.svc"
+
+
+def backup_cronjob(release: str) -> str:
+    return f"{release}-backup"
+
+
+def on_demand_backup_job(release: str, token: str) -> str:
+    """One Job per backup-now value: the same request always names the same Job."""
+    return f"{release}-backup-{hashlib.sha256(token.encode()).hexdigest()[:8]}"
+
+
+def data_claim_prefix(release: str) -> str:
+    return f"{DATA_CLAIM_TEMPLATE}-{release}-"
+
+
+def pod_release(pod_name: str) -> str:
+    """The release of a StatefulSet pod: its name without the ordinal."""
+    return pod_name.rsplit("-", 1)[0]
+
+
+def pod_ordinal(pod_name: str) -> int:
+    return int(pod_name.rsplit("-", 1)[1])
+
+
+def credentials_secret_name(release: str) -> str:
+    """The Secret the operator creates for a database that names none of its own."""
+    return f"{release}-credentials"
+
+
+def backups_claim_name(release: str) -> str:
+    """The PersistentVolumeClaim the chart gives a database's backups."""
+    return f"{release}-backups"

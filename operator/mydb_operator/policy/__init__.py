@@ -1,0 +1,1 @@
+"""Decisions Helm cannot make: storage growth, version changes, drift, roles, backups, retries. Pure."""

@@ -1,0 +1,27 @@
+"""What a deletion removes besides the release: by spec.deletionPolicy, never the user's own Secret. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.errors import SpecError
+from ..model.spec import DELETION_DELETE, parse_spec
+
+
+@dataclass(frozen=True)
+class DeletionPlan:
+    delete_claims: bool  # the data and backup claims go too (deletionPolicy Delete)
+    delete_secret: bool  # and the operator's own credentials Secret with them
+
+
+def deletion_plan(spec: Mapping[str, Any]) -> DeletionPlan:
+    """Retain (the default) keeps claims and Secret; Delete removes both, but a Secret the user supplied is
+    theirs to delete. A spec that cannot be parsed keeps everything: when in doubt, keep the data."""
+    try:
+        parsed = parse_spec(spec)
+    except SpecError:
+        return DeletionPlan(delete_claims=False, delete_secret=False)
+    delete = parsed.deletion_policy == DELETION_DELETE
+    return DeletionPlan(delete_claims=delete, delete_secret=delete and not parsed.existing_secret)

@@ -1,0 +1,79 @@
+"""Acting: prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..cluster import writes
+from ..helm.errors import HelmError
+from ..model.observation import Observation
+from ..model.spec import DatabaseSpec
+from ..policy.operations import applied_summary, operation_kind
+from ..status.problem import Problem
+from .clock import now
+from .observing import observe_after_helm
+from .outcomes import Converged
+from .planning import Decision
+from .prerequisites import ensure_credentials, missing_prerequisite
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+async def grow_storage(name: str, namespace: str, size: str, seen: Observation) -> str:
+    """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
+    for claim in seen.claims:
+        await writes.grow_claim(namespace, claim["metadata"]["name"], size)
+    await writes.orphan_statefulset(namespace, name)
+    return f"growing {len(seen.claims)} claims to {size}; StatefulSet re-created around its running pods"
+
+
+async def act(
+    name: str,
+    namespace: str,
+    spec: DatabaseSpec,
+    seen: Observation,
+    applied: dict[str, Any] | None,
+    operation: dict[str, Any] | None,
+    decision: Decision,
+    runtime: Runtime,
+) -> Converged:
+    """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
+    done = Converged(
+        seen=seen,
+        applied=applied,
+        operation=operation,
+        problem=decision.problem,
+        storage_blocked=decision.storage_blocked,
+    )
+    blocker = await missing_prerequisite(namespace, spec, seen, first_install=not applied)
+    if blocker is None:
+        created, blocker = await ensure_credentials(name, namespace, spec, first_install=not applied)
+        if created:
+            done.events.append(("Normal", "CredentialsCreated", created))
+    if blocker is not None:
+        done.problem = blocker
+        return done
+    try:
+        if decision.storage.grow:
+            done.events.append(("Normal", "Resizing", await grow_storage(name, namespace, spec.storage, seen)))
+        result = await runtime.helm.upgrade(name, namespace, decision.values)
+    except (HelmError, TimeoutError) as error:
+        done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
+        return done
+    summary = applied_summary(decision.effective)
+    kind = operation_kind((applied or {}).get("spec"), summary, decision.repair)
+    done.applied = {
+        "name": result.name,
+        "revision": result.revision,
+        "chart": result.chart,
+        "appliedHash": decision.wanted,
+        "status": result.status,
+        "spec": summary,
+    }
+    done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
+    log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
+    done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
+    done.seen = await observe_after_helm(name, namespace, decision.effective, runtime)
+    return done

@@ -1,0 +1,35 @@
+"""An on-demand backup: a new backup-now annotation value becomes one Job, once."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..cluster import writes
+from ..desired.backup_job import on_demand_job
+from ..model.observation import Observation
+from ..policy.backups import requested
+from ..status.warnings import Event
+
+log = logging.getLogger(__name__)
+
+
+async def backup_on_demand(
+    name: str, namespace: str, annotations: dict[str, str], previous: dict[str, Any], seen: Observation
+) -> tuple[dict[str, str], list[Event]]:
+    """Turn a new myapp.example.com/backup-now annotation into a Job, once per value."""
+    earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand")}
+    token = requested(annotations, previous)
+    if token is None:
+        return earlier, []
+    if seen.cronjob is None:
+        return {"lastOnDemandRequest": token}, [
+            ("Warning", "BackupNotConfigured", f"backup-now={token} ignored: spec.backup is not set")
+        ]
+    job = on_demand_job(seen.cronjob, name, token)
+    await writes.create_job_once(job)
+    log.info("%s/%s: on-demand backup %s started as Job %s", namespace, name, token, job["metadata"]["name"])
+    return (
+        {"lastOnDemandRequest": token, "lastOnDemandJob": job["metadata"]["name"]},
+        [("Normal", "BackupRequested", f"backup-now={token}: started Job {job['metadata']['name']}")],
+    )

@@ -1,0 +1,65 @@
+"""One reconcile of one database, step by step: observe, converge, label, back up, build the status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model.errors import SpecError
+from ..model.spec import DatabaseSpec, parse_spec
+from ..status.build import build_status
+from ..status.problem import Problem
+from ..status.warnings import warnings_for
+from .clock import now
+from .converging import converge
+from .observing import from_cache, observe_fresh
+from .on_demand_backup import backup_on_demand
+from .outcomes import Converged, Outcome
+from .roles import label_roles
+from .runtime import Runtime
+
+
+async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
+    meta = body["metadata"]
+    name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
+    previous = known_status if known_status is not None else dict(body.get("status") or {})
+    cached = from_cache(name, namespace, runtime)
+    seen = cached if cached is not None else await observe_fresh(name, namespace, runtime)
+    spec: DatabaseSpec | None = None
+    try:
+        parsed = parse_spec(body.get("spec") or {})
+    except SpecError as error:
+        problem = Problem("InvalidSpec", str(error))
+        done = Converged(seen, previous.get("release"), previous.get("lastOperation"), problem=problem)
+    else:
+        spec = parsed
+        done = await converge(
+            name,
+            namespace,
+            parsed,
+            seen,
+            previous.get("release"),
+            previous.get("lastOperation"),
+            runtime,
+            fresh=cached is None,
+        )
+    await label_roles(namespace, done.seen.pods)
+    on_demand, backup_events = await backup_on_demand(
+        name, namespace, meta.get("annotations") or {}, previous, done.seen
+    )
+    done.events += backup_events
+    status = build_status(
+        release=name,
+        namespace=namespace,
+        generation=generation,
+        spec=spec,
+        observation=done.seen,
+        applied=done.applied,
+        problem=done.problem,
+        previous=previous,
+        now=now(),
+        operation=done.operation,
+        storage_blocked=done.storage_blocked,
+        on_demand=on_demand,
+    )
+    done.events += warnings_for(previous, status)
+    return Outcome(status=status, events=done.events, problem=done.problem)

@@ -1,0 +1,79 @@
+"""Deciding: what Helm may apply now, and whether (and why) it must run at all."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cluster import reads
+from ..desired.platform import PlatformError
+from ..desired.values import database_values, release_hash
+from ..model.errors import SpecError
+from ..model.observation import Observation
+from ..model.spec import DatabaseSpec
+from ..model.statefulset import claim_template_size, running_version
+from ..policy.drift import drift
+from ..policy.storage import StoragePlan, storage_plan
+from ..policy.version_change import version_refusal
+from ..status.problem import Problem
+from .runtime import Runtime
+
+
+@dataclass
+class Decision:
+    """What converge() makes of one observation: why Helm must run (None: it need not), and with what."""
+
+    effective: DatabaseSpec  # the spec Helm may apply now (held-back parts at their running value)
+    storage: StoragePlan
+    why: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    wanted: str = ""  # the release hash of `values`
+    repair: bool = False  # the values are applied already; the live objects drifted
+    problem: Problem | None = None
+    storage_blocked: str | None = None
+
+
+async def expansion_allowed(spec: DatabaseSpec, seen: Observation) -> bool | None:
+    """Whether the data claims' StorageClass allows expansion (None: no such class)."""
+    class_name = next((c["spec"].get("storageClassName") for c in seen.claims), None) or spec.storage_class_name
+    found = await (reads.storage_class(class_name) if class_name else reads.default_storage_class())
+    return None if found is None else bool(found.get("allowVolumeExpansion"))
+
+
+async def plan_changes(spec: DatabaseSpec, seen: Observation) -> tuple[DatabaseSpec, StoragePlan, str | None]:
+    """The spec Helm may apply now, the storage plan, and why the version was held back.
+
+    Held-back parts keep their running value, so everything else in the spec
+    still rolls out."""
+    running = running_version(seen.statefulset)
+    refusal = version_refusal(spec, running)
+    effective = dataclasses.replace(spec, version=running) if refusal and running else spec
+    template_size = claim_template_size(seen.statefulset)
+    allowed = await expansion_allowed(spec, seen) if template_size and template_size != spec.storage else None
+    plan = storage_plan(spec, template_size, allowed)
+    return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
+
+
+async def decide(
+    name: str, spec: DatabaseSpec, seen: Observation, applied: dict[str, Any] | None, runtime: Runtime
+) -> Decision:
+    effective, storage, refusal = await plan_changes(spec, seen)
+    decision = Decision(
+        effective=effective,
+        storage=storage,
+        storage_blocked=storage.refusal,
+        problem=Problem("ChangeRefused", refusal) if refusal else None,
+    )
+    try:
+        decision.values = database_values(name, effective, runtime.platform)
+    except (SpecError, PlatformError) as error:
+        decision.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
+        return decision
+    decision.wanted = release_hash(runtime.helm.digest, decision.values)
+    decision.repair = bool(applied and applied.get("appliedHash") == decision.wanted)
+    if decision.repair:
+        decision.why = drift(effective, decision.values, seen, name)  # usually None: nothing to do
+    else:
+        decision.why = "first install" if not applied else "spec or chart changed"
+    return decision

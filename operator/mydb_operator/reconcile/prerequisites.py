@@ -1,0 +1,53 @@
+"""What must hold before Helm runs: the StorageClass and restore source exist, the credentials Secret is there."""
+
+from __future__ import annotations
+
+from .. import names
+from ..cluster import reads, writes
+from ..desired.credentials import credentials_secret, missing_keys
+from ..model.observation import Observation
+from ..model.spec import DatabaseSpec
+from ..status.problem import Problem
+
+
+async def missing_prerequisite(
+    namespace: str, spec: DatabaseSpec, seen: Observation, first_install: bool
+) -> Problem | None:
+    """What Helm would not notice but the pods would: a missing StorageClass or restore source."""
+    if spec.storage_class_name and not seen.claims and await reads.storage_class(spec.storage_class_name) is None:
+        # Helm would succeed and leave every pod Pending on an unbindable claim.
+        return Problem(
+            "StorageClassNotFound", f"spec.storageClassName: StorageClass {spec.storage_class_name} does not exist"
+        )
+    source = names.backups_claim_name(spec.restore.from_database) if spec.restore else None
+    if source and first_install and not await reads.claim_exists(namespace, source):
+        return Problem(
+            "RestoreSourceMissing", f"spec.restore.fromDatabase: no backups volume {source} in namespace {namespace}"
+        )
+    return None
+
+
+async def ensure_credentials(
+    name: str, namespace: str, spec: DatabaseSpec, first_install: bool
+) -> tuple[str | None, Problem | None]:
+    """Create the operator's Secret before the first install, or check the user's; (event message, problem)."""
+    if spec.existing_secret:
+        secret = await reads.read_secret(namespace, spec.existing_secret)
+        if secret is None:
+            return None, Problem(
+                "CredentialsMissing",
+                f"spec.credentials.secretName: Secret {spec.existing_secret} does not exist in namespace {namespace}",
+            )
+        missing = missing_keys(secret)
+        if missing:
+            return None, Problem(
+                "CredentialsInvalid",
+                f"spec.credentials.secretName: Secret {spec.existing_secret} lacks the keys {', '.join(missing)}",
+            )
+        return None, None
+    if not first_install:  # made before the first install; never rotated, never re-made silently
+        return None, None
+    body = credentials_secret(name, namespace)
+    if await writes.create_secret_once(body):
+        return f"created Secret {body['metadata']['name']} with random passwords", None
+    return None, None

@@ -1,0 +1,25 @@
+"""What every reconcile shares: Helm, the informers' cache, the platform and the permits to act."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..cluster.child_store import ChildStore
+from ..desired.platform import Platform
+from ..helm.releases import Helm
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What every reconcile shares: Helm, the informers' cache and the platform's customization."""
+
+    helm: Helm
+    children: ChildStore
+    platform: Platform = field(default_factory=Platform)
+    # Twice the Helm slots may act at once (see converging.py): the next databases
+    # read and prepare while Helm runs for others.
+    acting: asyncio.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "acting", asyncio.Semaphore(2 * self.helm.max_parallel))

@@ -1,0 +1,124 @@
+"""The whole .status as a pure function of the spec, the release and what was observed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import names
+from ..model.observation import Observation
+from ..model.pods import is_ready, pod_failure, pod_ordinal
+from ..model.spec import DatabaseSpec
+from ..model.statefulset import pending_restart, running_version
+from ..policy import backups
+from ..policy.roles import role_of
+from .conditions import condition, resizing_condition
+from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
+from .problem import Problem
+
+
+def endpoints(release: str, namespace: str, port: int = names.POSTGRES_PORT) -> dict[str, str]:
+    return {
+        "primary": f"{names.service_host(names.read_write_service(release), namespace)}:{port}",
+        "replicas": f"{names.service_host(names.read_only_service(release), namespace)}:{port}",
+    }
+
+
+def build_status(
+    *,
+    release: str,
+    namespace: str,
+    generation: int,
+    spec: DatabaseSpec | None,
+    observation: Observation,
+    applied: dict[str, Any] | None,
+    problem: Problem | None,
+    previous: dict[str, Any],
+    now: str,
+    operation: dict[str, Any] | None = None,
+    storage_blocked: str | None = None,
+    on_demand: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Everything under .status, from facts only; equal inputs give an equal dict (no needless writes)."""
+    old_conditions = previous.get("conditions") or []
+    pods = sorted((p for p in observation.pods if not p["metadata"].get("deletionTimestamp")), key=pod_ordinal)
+    ready_pods = [p for p in pods if is_ready(p)]
+    desired = 0 if spec is None or spec.hibernate else spec.replicas
+    failures = [f for f in (pod_failure(p) for p in pods) if f]
+    found = assess(
+        problem=problem,
+        hibernating=spec is not None and spec.hibernate,
+        installed=applied is not None,
+        pods=len(pods),
+        ready_pods=len(ready_pods),
+        desired=desired,
+        rolled_out=rolled_out(observation.statefulset, desired),
+        failures=failures,
+    )
+    phase, ready, reason, message = found.phase, found.ready, found.reason, found.message
+
+    progressing = phase in (DEPLOYING, PENDING) or (phase == HIBERNATED and bool(pods))
+    failing = phase in (DEGRADED, FAILED)
+    conditions = [
+        condition(old_conditions, "Ready", ready, reason, message, now, generation),
+        condition(
+            old_conditions,
+            "Progressing",
+            progressing,
+            reason if progressing else "Stable",
+            message if progressing else "nothing is changing",
+            now,
+            generation,
+        ),
+        condition(
+            old_conditions,
+            "Degraded",
+            failing,
+            reason if failing else "Healthy",
+            message if failing else "no failures",
+            now,
+            generation,
+        ),
+    ]
+    conditions.append(resizing_condition(spec, observation, storage_blocked, old_conditions, now, generation))
+    status: dict[str, Any] = {
+        "ready": ready,
+        "phase": phase,
+        "message": message,
+        "readyReplicas": len(ready_pods),
+        "replicas": len(pods),
+        "selector": names.label_selector(names.selector_labels(release)),
+        "observedGeneration": generation,
+        "conditions": conditions,
+        "endpoints": endpoints(release, namespace),
+    }
+    running = running_version(observation.statefulset)
+    if running:
+        status["version"] = running
+    restarting = pending_restart(observation.statefulset, pods)
+    status["pendingRestart"] = bool(restarting)
+    if operation:
+        settled = phase == RUNNING or (phase == HIBERNATED and not pods)
+        status["lastOperation"] = finish_operation(operation, settled, problem, now)
+    primary = next((p for p in pods if role_of(p) == names.PRIMARY), None)
+    if primary is not None:
+        status["primary"] = primary["metadata"]["name"]
+    if applied:
+        status["release"] = applied
+    backup = {**backups.facts(observation.cronjob, observation.jobs), **(on_demand or {})}
+    if backup:
+        status["backup"] = backup
+    if spec is not None and spec.backup:
+        healthy, why, said = backups.health(backup)
+        conditions.append(condition(old_conditions, "BackupHealthy", healthy, why, said, now, generation))
+    return status
+
+
+def finish_operation(operation: dict[str, Any], settled: bool, problem: Problem | None, now: str) -> dict[str, Any]:
+    """An operation in progress ends when the database settles (Running, or Hibernated with no pods) or fails."""
+    if operation.get("result") != "InProgress":
+        return operation
+    if problem is not None:
+        return {**operation, "result": "Failed", "finishedAt": now}
+    if settled:
+        return {**operation, "result": "Succeeded", "finishedAt": now}
+    return operation

@@ -1,0 +1,1 @@
+"""What the operator tells its operators: Prometheus metrics and log lines."""

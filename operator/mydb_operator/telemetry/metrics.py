@@ -1,0 +1,64 @@
+"""Prometheus metrics: what the operator does and how long it takes."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+RECONCILES = Counter("mydb_reconciles_total", "Reconciles of MyDatabases, by result.", ["result"])
+RECONCILE_SECONDS = Histogram(
+    "mydb_reconcile_duration_seconds", "Time of one reconcile.", buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+)
+HELM_RUNS = Counter(
+    "mydb_helm_invocations_total", "Helm subprocesses run, by command and result.", ["command", "result"]
+)
+HELM_SECONDS = Histogram(
+    "mydb_helm_duration_seconds",
+    "Time of one Helm subprocess, by command.",
+    ["command"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+)
+ERRORS = Counter("mydb_errors_total", "Problems met while reconciling, by reason.", ["reason"])
+DATABASES = Gauge("mydb_databases", "MyDatabases by phase.", ["phase"])
+STATUS_WRITES = Counter("mydb_status_patches_total", "Status patches written.")
+OBSERVATIONS = Counter(
+    "mydb_observations_total",
+    "Looks at one database's objects, by source: the informers' cache (no request) or the API (six reads).",
+    ["source"],
+)
+
+_phases: dict[tuple[str, str], str] = {}
+_reported: set[str] = set()
+
+
+def set_phase(key: tuple[str, str], phase: str | None) -> None:
+    """Record a database's phase (None: it is gone) and refresh the per-phase gauge."""
+    if phase is None:
+        _phases.pop(key, None)
+    else:
+        _phases[key] = phase
+    counts = Tally(_phases.values())
+    _reported.update(counts)
+    for label in _reported:  # a phase that emptied goes to 0, not stale
+        DATABASES.labels(label).set(counts.get(label, 0))
+
+
+@asynccontextmanager
+async def helm_timer(command: str) -> AsyncIterator[None]:
+    started = time.perf_counter()
+    result = "error"
+    try:
+        yield
+        result = "success"
+    finally:
+        HELM_RUNS.labels(command, result).inc()
+        HELM_SECONDS.labels(command).observe(time.perf_counter() - started)
+
+
+def serve(port: int) -> None:
+    if port:
+        start_http_server(port)

@@ -1,0 +1,46 @@
+"""The bundled chart renders every object under the name the operator reads it by (mydb_operator/names.py).
+
+Rendered with the values the operator passes, for every supported major, with
+backups and a restore on: the names module and the chart cannot drift apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from mydb_operator import names
+from mydb_operator.desired.platform import Platform
+from mydb_operator.desired.values import database_values
+from mydb_operator.helm.chart_check import missing_objects
+from mydb_operator.model.spec import parse_spec
+from mydb_operator.model.versions import SUPPORTED_MAJORS
+
+RELEASE, NAMESPACE = "orders", "shop"
+
+
+@pytest.mark.parametrize("major", list(SUPPORTED_MAJORS))
+def test_every_object_the_operator_reads_is_rendered_under_its_name(render, major: int) -> None:
+    spec = parse_spec({"replicas": 2, "version": f"{major}.4", "storage": "1Gi",
+                       "backup": {"schedule": "0 2 * * *"}, "restore": {"fromDatabase": "source"}})
+    rendered = render(database_values(RELEASE, spec, Platform()), release=RELEASE, namespace=NAMESPACE)
+    assert missing_objects(rendered.docs, RELEASE) == []
+
+    statefulset = rendered.get("StatefulSet", RELEASE)
+    assert statefulset["spec"]["selector"]["matchLabels"] == names.selector_labels(RELEASE)
+    (postgres,) = [c for c in statefulset["spec"]["template"]["spec"]["containers"]
+                   if c["name"] == names.POSTGRES_CONTAINER]
+    assert postgres["image"].rsplit(":", 1)[-1] == f"{major}.4"  # the running version is read from this tag
+    (claim,) = [t for t in statefulset["spec"]["volumeClaimTemplates"]
+                if t["metadata"]["name"] == names.DATA_CLAIM_TEMPLATE]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+    assert {s["metadata"]["name"] for s in rendered.kinds("Service")} == set(names.release_services(RELEASE))
+    read_write = rendered.get("Service", names.read_write_service(RELEASE))
+    read_only = rendered.get("Service", names.read_only_service(RELEASE))
+    assert read_write["spec"]["selector"][names.ROLE_LABEL] == names.PRIMARY
+    assert read_only["spec"]["selector"][names.ROLE_LABEL] == names.REPLICA
+
+    cronjob = rendered.get("CronJob", names.backup_cronjob(RELEASE))
+    assert cronjob["metadata"]["labels"][names.INSTANCE_LABEL] == RELEASE
+    assert names.backups_claim_name(RELEASE) in {c["metadata"]["name"] for c in rendered.kinds("PersistentVolumeClaim")}
+    assert names.credentials_secret_name(RELEASE) in rendered.text  # the pods read the Secret by this name
+    assert names.backups_claim_name("source") in rendered.text  # the restore reads the source's backups claim

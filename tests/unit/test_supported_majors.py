@@ -1,0 +1,57 @@
+"""The supported PostgreSQL majors live in one list (model/versions.py); the CRD must say the same.
+
+The CRD cannot import Python, so this test holds it to the list: its `pattern`,
+its CEL rule and the words of its messages, and the operator's own pattern."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mydb_operator.model.versions import SUPPORTED_MAJORS, VERSION_PATTERN, supported_range
+
+CRD_PATH = Path(__file__).resolve().parents[2] / "crds" / "mydatabases.myapp.example.com.yaml"
+CANDIDATE_MAJORS = range(100)
+MINORS = ["0", "1", "9", "10", "99", "100", "01", "", "x"]
+
+
+@pytest.fixture(scope="module")
+def version_schema() -> dict:
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    (v1,) = crd["spec"]["versions"]
+    return v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["version"]
+
+
+def accepted_majors(pattern: str) -> set[int]:
+    return {major for major in CANDIDATE_MAJORS if re.search(pattern, f"{major}.0")}
+
+
+def test_the_crd_pattern_accepts_exactly_the_supported_majors(version_schema: dict) -> None:
+    assert accepted_majors(version_schema["pattern"]) == set(SUPPORTED_MAJORS)
+
+
+def test_the_operator_pattern_agrees_with_the_crd_on_every_version(version_schema: dict) -> None:
+    crd_pattern = re.compile(version_schema["pattern"])
+    for major in CANDIDATE_MAJORS:
+        for minor in MINORS:
+            version = f"{major}.{minor}"
+            assert bool(crd_pattern.search(version)) == bool(VERSION_PATTERN.match(version)), version
+
+
+def test_the_crd_major_rule_accepts_exactly_the_supported_majors(version_schema: dict) -> None:
+    """The CEL rule that names an unsupported major in words: `... || self.matches('^1[3-7][.]')`."""
+    (rule,) = [r for r in version_schema["x-kubernetes-validations"] if "unsupported" in r["message"]]
+    major_check = re.findall(r"self\.matches\('([^']*)'\)", rule["rule"])[-1]
+    assert accepted_majors(major_check) == set(SUPPORTED_MAJORS)
+
+
+def test_the_crd_says_the_supported_majors_in_words(version_schema: dict) -> None:
+    words = f"{SUPPORTED_MAJORS[0]} to {SUPPORTED_MAJORS[-1]}"
+    (rule,) = [r for r in version_schema["x-kubernetes-validations"] if "unsupported" in r["message"]]
+    assert f"supported majors are {words}" in rule["message"]
+    assert f"supported majors are {words}" in rule["messageExpression"]
+    assert f"Supported majors are {words}." in version_schema["description"]
+    assert supported_range() == f"{SUPPORTED_MAJORS[0]}.x to {SUPPORTED_MAJORS[-1]}.x"
