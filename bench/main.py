@@ -2,9 +2,10 @@
 
     python -m bench --sizes 10,100,300 --idle 120          (make bench; BENCH_SIZES=10,100 make bench)
 
-The control plane is hack/cluster.py's (MYDB_CLUSTER_DIR, MYDB_CLUSTER_PORT_BASE
-choose which); it is started when it is not running, and stopped at the end
-only if this run started it.
+The control plane is hack/cluster.py's, one of its own (.cluster/bench, ports
+from 16600; MYDB_CLUSTER_DIR and MYDB_CLUSTER_PORT_BASE choose another), so a
+demo or a test run beside it is left alone; it is started when it is not
+running, and stopped at the end only if this run started it.
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ def window(before: Snapshot, after: Snapshot, meaning: dict, n: int) -> dict[str
         "observations": {source: round(count) for source, count
                          in prom.by_label(op_delta, "mydb_observations_total", "source").items()},
         "operator_api": {"reads": round(op_reads), "writes": round(op_writes),
+                         "lease_writes": round(apf.lease_writes(operator_requests)),
                          "reads_per_db": round(op_reads / n, 2), "writes_per_db": round(op_writes / n, 2),
                          "by_verb": _rounded(operator_requests)},
         "all_clients_api": {"reads": round(all_reads), "writes": round(all_writes), "by_verb": _rounded(all_requests),
@@ -451,7 +453,10 @@ def main(argv: list[str] | None = None) -> None:
     out_dir = Path(ctx.out)
     ctx.logs = out_dir / f"{stamp}-logs"
     ctx.logs.mkdir(parents=True, exist_ok=True)
-    cluster_dir = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO / ".cluster"))
+    # Every subprocess (hack/cluster.py, hack/install-dev.sh, the operator) inherits these.
+    os.environ.setdefault("MYDB_CLUSTER_DIR", str(REPO / ".cluster" / "bench"))
+    os.environ.setdefault("MYDB_CLUSTER_PORT_BASE", "16600")
+    cluster_dir = Path(os.environ["MYDB_CLUSTER_DIR"])
     log(f"sizes {ctx.sizes}, idle {ctx.idle:.0f}s, resync {ctx.resync:.0f}s, helm parallel {ctx.parallel}; "
         f"control plane {cluster_dir}")
     if ctx.idle < ctx.resync:

@@ -50,6 +50,10 @@ def test_operator_share_comes_from_its_own_flow_schemas_only():
     share = apf.operator_requests(samples, meaning)
     assert share == {"list": {"pods": 3}, "patch": {"mydatabases/status": 1}}  # exempt (admin, kwok) is not ours
     assert apf.reads_writes(share) == (3, 1)
+    # The leader election's Lease traffic is counted apart from the databases'.
+    with_lease = {**share, "update": {"leases": 4}, "get": {"leases": 4}}
+    assert apf.reads_writes(with_lease) == (3, 1)
+    assert apf.lease_writes(with_lease) == 4
 
 
 def test_percentiles_are_nearest_rank_and_all_needs_every_database():
