@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-test: venv lint tools postgres node-packages ## static checks first, then every test: unit, chart, PostgreSQL scripts, e2e on the local control plane
+test: venv lint tools postgres node-packages ## static checks first, then every test: unit, chart, hack/ scripts, PostgreSQL scripts, e2e on the local control plane
 	$(PY) -m pytest tests bench
 
 lint: venv ## ruff (lint, format), mypy --strict and the import-linter layers, on operator/ (pyproject.toml configures each)
@@ -17,8 +17,8 @@ lint: venv ## ruff (lint, format), mypy --strict and the import-linter layers, o
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test-unit: venv ## the tests that need no cluster
-	$(PY) -m pytest tests/unit tests/chart
+test-unit: venv ## the tests that need no cluster: the operator's units, the charts, the hack/ scripts
+	$(PY) -m pytest tests/unit tests/chart tests/hack
 
 test-e2e: venv tools node-packages
 	$(PY) -m pytest tests/e2e

@@ -125,7 +125,7 @@ remove_old() {  # IMAGE-ID
 
 # The URIs of the host's apt sources (one-line and deb822 files, comments
 # dropped), so the image is made from the same mirror as the host's packages.
-# APT_DIR: for tests/unit/test_images.py.
+# APT_DIR: for tests/hack/test_images.py.
 apt_uris() {
   local f dir="${APT_DIR:-/etc/apt}"
   for f in "${dir}/sources.list" "${dir}"/sources.list.d/*.list "${dir}"/sources.list.d/*.sources; do
@@ -505,7 +505,7 @@ main() {
   esac
 }
 
-# Sourced (by tests/unit/test_images.py), it only defines the functions.
+# Sourced (by tests/hack/test_images.py), it only defines the functions.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   main "$@"
 fi

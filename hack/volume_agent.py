@@ -24,7 +24,7 @@ Paths outside DIR, nested paths and anything that is not a plain folder
 timestamp.  SIGTERM (or SIGINT) ends it cleanly.  Only the standard library is
 used: hack/cluster.py starts it before any venv exists.  The decisions are
 pure functions (volume_folder, folders_to_create, folders_to_remove), tested
-in tests/unit/test_volume_agent.py.
+in tests/hack/test_volume_agent.py.
 """
 
 from __future__ import annotations
