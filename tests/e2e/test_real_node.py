@@ -313,13 +313,10 @@ def test_stop_keeps_a_database_and_up_resumes_it(cluster, real_operator, namespa
     resumes it: the same database comes back Ready on the real node with its rows, PostgreSQL having shut down
     cleanly (SIGTERM before the kill), and its credentials unchanged."""
     from .conftest import wait_ready
-    from .test_real_postgres import ROW_FACTS, container_log, create_db, rows, write_rows
+    from .test_real_postgres import ROW_FACTS, container_log, ready_with_rows, rows
 
     name = "paused"
-    create_db(cluster, namespace, name, replicas=2)
-    wait_ready(cluster, namespace, name, timeout=300)
-    write_rows(cluster, namespace, f"{name}-0")
-    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+    ready_with_rows(cluster, namespace, name)
     secret_uid = get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"]
 
     real_operator.stop()  # it would only log the API server's absence meanwhile

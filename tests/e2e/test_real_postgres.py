@@ -128,6 +128,14 @@ def rows(cluster, namespace: str, pod: str) -> str:
     return sql(cluster, namespace, pod, "select count(*), sum(id) from kept")
 
 
+def ready_with_rows(cluster, namespace: str, name: str) -> None:
+    """NAME at 2 pods (create_db), Ready, with write_rows on its primary and on its replica."""
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    write_rows(cluster, namespace, f"{name}-0")
+    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+
+
 def streaming_replicas(cluster, namespace: str, primary: str) -> int:
     return int(sql(cluster, namespace, primary,
                    "select count(*) from pg_stat_replication where state = 'streaming'"))
@@ -300,10 +308,7 @@ def test_hibernate_and_wake_keep_the_rows(cluster, real_operator, namespace):
     """hibernate: true stops every real pod (phase Hibernated, Ready False, claims kept); false brings the database
     back Ready with every row on the primary and the replica, the primary having been shut down cleanly."""
     name = "production-db"
-    create_db(cluster, namespace, name, replicas=2)
-    wait_ready(cluster, namespace, name, timeout=300)
-    write_rows(cluster, namespace, f"{name}-0")
-    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+    ready_with_rows(cluster, namespace, name)
 
     def database_pods() -> list[str]:
         return [p["metadata"]["name"] for p in get_json(cluster, "-n", namespace, "pods", "-l",
@@ -375,10 +380,7 @@ def test_deleted_database_with_retain_is_adopted_again_with_its_rows(cluster, re
     """Deleting a MyDatabase (deletionPolicy Retain, the default) stops its pods and keeps its claims and
     credentials; applying it again adopts them: the same Secret, the same rows on the primary and the replica."""
     name = "production-db"
-    create_db(cluster, namespace, name, replicas=2)
-    wait_ready(cluster, namespace, name, timeout=300)
-    write_rows(cluster, namespace, f"{name}-0")
-    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+    ready_with_rows(cluster, namespace, name)
     secret_uid = get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"]
 
     cluster.kubectl("delete", "-n", namespace, f"mydb/{name}", "--timeout=120s")
