@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from ..cluster import writes
 from ..helm.errors import HelmError
 from ..model.observation import Observation
-from ..model.spec import DatabaseSpec
 from ..policy.operations import applied_summary, operation_kind
 from ..status.problem import Problem
 from .clock import now
 from .observing import observe_after_helm
-from .outcomes import Converged
+from .outcomes import Converged, Target
 from .planning import Decision
 from .prerequisites import ensure_credentials, missing_prerequisite
 from .runtime import Runtime
@@ -29,27 +27,19 @@ async def grow_storage(name: str, namespace: str, size: str, seen: Observation) 
     return f"growing {len(seen.claims)} claims to {size}; StatefulSet re-created around its running pods"
 
 
-async def act(
-    name: str,
-    namespace: str,
-    spec: DatabaseSpec,
-    seen: Observation,
-    applied: dict[str, Any] | None,
-    operation: dict[str, Any] | None,
-    decision: Decision,
-    runtime: Runtime,
-) -> Converged:
+async def act(target: Target, seen: Observation, decision: Decision, runtime: Runtime) -> Converged:
     """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
+    namespace, name, spec = target.namespace, target.name, target.spec
     done = Converged(
         seen=seen,
-        applied=applied,
-        operation=operation,
+        applied=target.applied,
+        operation=target.operation,
         problem=decision.problem,
         storage_blocked=decision.storage_blocked,
     )
-    blocker = await missing_prerequisite(namespace, spec, seen, first_install=not applied)
+    blocker = await missing_prerequisite(namespace, spec, seen, first_install=not target.applied)
     if blocker is None:
-        created, blocker = await ensure_credentials(name, namespace, spec, first_install=not applied)
+        created, blocker = await ensure_credentials(name, namespace, spec, first_install=not target.applied)
         if created:
             done.events.append(("Normal", "CredentialsCreated", created))
     if blocker is not None:
@@ -63,7 +53,7 @@ async def act(
         done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
         return done
     summary = applied_summary(decision.effective)
-    kind = operation_kind((applied or {}).get("spec"), summary, decision.repair)
+    kind = operation_kind((target.applied or {}).get("spec"), summary, decision.repair)
     done.applied = {
         "name": result.name,
         "revision": result.revision,

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..model.observation import Observation
-from ..model.spec import DatabaseSpec
 from .acting import act
 from .observing import observe_fresh
-from .outcomes import Converged
+from .outcomes import Converged, Target
 from .planning import decide
 from .runtime import Runtime
 
 
-async def converge(
-    name: str,
-    namespace: str,
-    spec: DatabaseSpec,
-    seen: Observation,
-    applied: dict[str, Any] | None,
-    operation: dict[str, Any] | None,
-    runtime: Runtime,
-    fresh: bool = False,
-) -> Converged:
+async def converge(target: Target, seen: Observation, runtime: Runtime, *, fresh: bool = False) -> Converged:
     """Run Helm if the values changed or a child drifted; grow storage first when asked.
 
     `seen` may come from the cache (fresh=False); anything that acts is decided
@@ -30,18 +18,24 @@ async def converge(
     one exception is a first install onto nothing: Helm runs whatever a read
     would show, and with no StatefulSet or claim there is no version or size
     to hold back."""
-    decision = await decide(name, spec, seen, applied, runtime)
+    decision = await decide(target.name, target.spec, seen, target.applied, runtime)
     if decision.why is None:
-        return Converged(seen, applied, operation, problem=decision.problem, storage_blocked=decision.storage_blocked)
-    onto_nothing = not applied and seen.statefulset is None and not seen.claims
+        return Converged(
+            seen, target.applied, target.operation, problem=decision.problem, storage_blocked=decision.storage_blocked
+        )
+    first_install = not target.applied and seen.statefulset is None and not seen.claims
     # Only a few databases act at once: hundreds of reconciles waiting for a Helm
     # slot, each holding a fresh read of whole objects, were most of the peak memory.
     async with runtime.acting:
-        if not (fresh or onto_nothing):
-            seen = await observe_fresh(name, namespace, runtime)
-            decision = await decide(name, spec, seen, applied, runtime)
+        if not (fresh or first_install):
+            seen = await observe_fresh(target.name, target.namespace, runtime)
+            decision = await decide(target.name, target.spec, seen, target.applied, runtime)
             if decision.why is None:
                 return Converged(
-                    seen, applied, operation, problem=decision.problem, storage_blocked=decision.storage_blocked
+                    seen,
+                    target.applied,
+                    target.operation,
+                    problem=decision.problem,
+                    storage_blocked=decision.storage_blocked,
                 )
-        return await act(name, namespace, spec, seen, applied, operation, decision, runtime)
+        return await act(target, seen, decision, runtime)

@@ -13,7 +13,7 @@ from .clock import now
 from .converging import converge
 from .observing import from_cache, observe_fresh
 from .on_demand_backup import backup_on_demand
-from .outcomes import Converged, Outcome
+from .outcomes import Converged, Outcome, Target
 from .roles import label_roles
 from .runtime import Runtime
 
@@ -32,16 +32,8 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         done = Converged(seen, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
         spec = parsed
-        done = await converge(
-            name,
-            namespace,
-            parsed,
-            seen,
-            previous.get("release"),
-            previous.get("lastOperation"),
-            runtime,
-            fresh=cached is None,
-        )
+        target = Target(namespace, name, parsed, previous.get("release"), previous.get("lastOperation"))
+        done = await converge(target, seen, runtime, fresh=cached is None)
     await label_roles(namespace, done.seen.pods)
     on_demand, backup_events = await backup_on_demand(
         name, namespace, meta.get("annotations") or {}, previous, done.seen

@@ -6,8 +6,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.observation import Observation
+from ..model.spec import DatabaseSpec
 from ..status.problem import Problem
 from ..status.warnings import Event
+
+
+@dataclass(frozen=True)
+class Target:
+    """The database a reconcile converges: where it is, what it asks for, and what the last pass applied."""
+
+    namespace: str
+    name: str
+    spec: DatabaseSpec
+    applied: dict[str, Any] | None  # status.release
+    operation: dict[str, Any] | None  # status.lastOperation
 
 
 @dataclass
