@@ -217,13 +217,19 @@ echo "$3" > "$4/etc/debian_version"
 """
 
 
+def stand_in(tmp_path: Path, name: str, script: str) -> Path:
+    """An executable NAME running SCRIPT in tmp_path/bin; returns that folder (to put first on PATH)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / name).write_text(script)
+    (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
 @pytest.fixture
 def bootstrap_env(tmp_path):
     """MYDB_CACHE in tmp_path and a stand-in debootstrap that logs its calls."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "debootstrap").write_text(FAKE_DEBOOTSTRAP)
-    (bin_dir / "debootstrap").chmod(0o755)
+    bin_dir = stand_in(tmp_path, "debootstrap", FAKE_DEBOOTSTRAP)
     (tmp_path / "cache" / "images").mkdir(parents=True)
     return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path),
             "MYDB_CACHE": str(tmp_path / "cache"), "DEBOOTSTRAP_CALLS": str(tmp_path / "calls")}
@@ -290,10 +296,7 @@ IMAGES = {
 @pytest.fixture
 def buildah_env(tmp_path):
     """A stand-in buildah on PATH that knows IMAGES (tmp_path/images)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "buildah").write_text(FAKE_BUILDAH)
-    (bin_dir / "buildah").chmod(0o755)
+    bin_dir = stand_in(tmp_path, "buildah", FAKE_BUILDAH)
     (tmp_path / "images").write_text("".join(f"{name} {id_}\n" for name, id_ in IMAGES.items()))
     return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path),
             "FAKE_IMAGES": str(tmp_path / "images")}
