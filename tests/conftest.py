@@ -126,7 +126,27 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
     cluster.kubectl("create", "namespace", name)
     cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true")
     yield name
+    call = getattr(request.node, "call_report", None)
+    if call is not None and call.failed:
+        call.sections.append((f"namespace {name} after the failure", _what_happened(cluster, name)))
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _what_happened(cluster: Cluster, namespace: str) -> str:
+    """The namespace's pods, Events and the last lines of every real container's log: what a failed e2e
+    test needs to be understood from a CI log alone."""
+    parts = []
+    for args in (("get", "pods", "-o", "wide"), ("get", "events", "--sort-by=.lastTimestamp")):
+        parts.append(cluster.kubectl("-n", namespace, *args, check=False).stdout)
+    # kwok's simulated pods have no logs.
+    template = '{range .items[?(@.spec.nodeName)]}{.metadata.name} {.spec.nodeName}{"\\n"}{end}'
+    placed = cluster.kubectl("-n", namespace, "get", "pods", "-o", f"jsonpath={template}", check=False).stdout
+    pods = [line.split()[0] for line in placed.splitlines() if not line.split()[1].startswith("kwok-")]
+    for pod in pods:
+        log = cluster.kubectl("-n", namespace, "logs", pod, "--all-containers", "--prefix", "--tail=40",
+                              check=False)
+        parts.append(f"--- {pod}\n{log.stdout}{log.stderr}")
+    return "\n".join(parts)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -138,9 +158,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI=true nothing may skip: a skipped test there would hide a missing control plane,
-    PostgreSQL or tool build behind a green run. Every skip becomes a failure with its reason."""
+    PostgreSQL or tool build behind a green run. Every skip becomes a failure with its reason.
+    The call's report is kept on the item, so the namespace fixture can add what it saw after a failure."""
     outcome = yield
     report = outcome.get_result()
+    if report.when == "call":
+        item.call_report = report
     if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, which must run every test: {report.longrepr}"

@@ -29,6 +29,10 @@ def test_ordinal_1_streams_from_ordinal_0(primary, replica):
     wait_for("one streaming sender on the primary", lambda: primary.sql(
         "SELECT usename, state FROM pg_stat_replication").splitlines() == [f"{user}|streaming"])
     assert replica.sql("SELECT status FROM pg_stat_wal_receiver") == "streaming"
+    # The WAL receiver's connection gives up on a silent primary in seconds, not after the kernel's 130 s.
+    conninfo = replica.sql("SHOW primary_conninfo")
+    for option in ("tcp_user_timeout=10000", "keepalives_idle=10", "keepalives_interval=5", "keepalives_count=3"):
+        assert option in conninfo, conninfo
 
     refused = primary.machine.psql(replica.ip, "INSERT INTO replication_check VALUES (0, 'x')")
     assert refused.returncode != 0 and "read-only transaction" in refused.stderr, refused.stderr

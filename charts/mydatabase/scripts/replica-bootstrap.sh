@@ -52,8 +52,14 @@ fi
 # must never look like a data directory on the next start.
 tmp="$PGDATA.bootstrap"
 rm -rf "$tmp"
+# -R writes this connection's options into primary_conninfo, so the WAL
+# receiver gets them too. It has no connect timeout of its own: without a TCP
+# user timeout, a connect to the address of a primary that is gone waits for
+# the kernel (about 130 s) before it resolves the name again. Keepalives find
+# a primary that vanished without closing the connection.
+link="tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3"
 PGPASSWORD="$REPLICATION_PASSWORD" pg_basebackup \
-  -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
+  -d "$link" -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
   -D "$tmp" -R -X stream -c fast "$@"
 rm -rf "$PGDATA"   # empty (checked above) or absent
 mv "$tmp" "$PGDATA"
