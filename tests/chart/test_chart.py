@@ -198,31 +198,25 @@ def test_storage_class_only_when_set(render):
     assert backups["resources"]["requests"]["storage"] == "20Gi"
 
 
-def test_credentials_only_by_secret_reference(seeded, helm):
-    """No Secret object and no literal credential: every user/password env var is a
-    secretKeyRef to credentials.secretName, and values cannot even carry a password."""
+def test_credentials_only_as_files_from_the_secret(seeded, helm):
+    """No Secret object, no literal credential and no credential in any environment: the database
+    and backup containers mount credentials.secretName read-only (group-readable only, for
+    PostgreSQL's fsGroup) and find it through CREDENTIALS_DIR; values cannot even carry a password."""
     assert seeded.kinds("Secret") == []
-    expected = {
-        ("StatefulSet", "postgres"): {
-            "POSTGRES_USER": "username", "POSTGRES_PASSWORD": "password",
-            "REPLICATION_USER": "replication-username",
-            "REPLICATION_PASSWORD": "replication-password",
-        },
-        ("CronJob", "backup"): {"PGUSER": "username", "PGPASSWORD": "password"},
-    }
     pods = {
-        "StatefulSet": seeded.get("StatefulSet", RELEASE)["spec"]["template"],
-        "CronJob": cronjob_pod(seeded),
+        ("StatefulSet", "postgres"): seeded.get("StatefulSet", RELEASE)["spec"]["template"]["spec"],
+        ("CronJob", "backup"): cronjob_pod(seeded)["spec"],
     }
-    for (kind, cname), refs in expected.items():
-        env = env_of(container(pods[kind]["spec"], cname))
-        for var, key in refs.items():
-            assert "value" not in env[var], f"{kind}/{var} has a literal value"
-            assert env[var]["valueFrom"]["secretKeyRef"] == {"name": SECRET, "key": key}
-        # Any other variable that looks like a credential must also come from a Secret.
-        for name, e in env.items():
-            if re.search(r"PASS|USER|SECRET|TOKEN", name):
-                assert "secretKeyRef" in e.get("valueFrom", {}), f"{kind}/{name}"
+    for (kind, cname), pod in pods.items():
+        c = container(pod, cname)
+        env = env_of(c)
+        assert not [name for name, e in env.items() if "secretKeyRef" in e.get("valueFrom", {})], kind
+        assert not [name for name in env if re.search(r"PASS|SECRET|TOKEN", name)], kind
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "credentials")
+        assert mount["readOnly"] is True
+        assert env["CREDENTIALS_DIR"] == {"name": "CREDENTIALS_DIR", "value": mount["mountPath"]}
+        volume = next(v for v in pod["volumes"] if v["name"] == "credentials")
+        assert volume["secret"] == {"secretName": SECRET, "defaultMode": 0o440}, kind
 
     res = helm("template", RELEASE, str(CHART),
                values=seed(credentials={"secretName": SECRET, "password": "hunter2"}))

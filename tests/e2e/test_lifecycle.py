@@ -160,9 +160,8 @@ def test_existing_secret_is_used_checked_and_never_deleted(cluster, operator, na
                     "--from-literal=password=pw1", "--from-literal=replication-username=rep",
                     "--from-literal=replication-password=pw2")
     wait_ready(cluster, namespace, "byo", timeout=180)
-    env = get_json(cluster, "-n", namespace, "statefulset", "byo")["spec"]["template"]["spec"]["containers"][0]["env"]
-    refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in env if "secretKeyRef" in e.get("valueFrom", {})}
-    assert refs == {"my-creds"}
+    volumes = get_json(cluster, "-n", namespace, "statefulset", "byo")["spec"]["template"]["spec"]["volumes"]
+    assert {v["secret"]["secretName"] for v in volumes if "secret" in v} == {"my-creds"}
     assert get_json(cluster, "-n", namespace, "secret", "byo-credentials") == {}
     cluster.kubectl("delete", "-n", namespace, "mydb/byo", "--timeout=60s")
     assert get_json(cluster, "-n", namespace, "secret", "my-creds") != {}

@@ -8,7 +8,7 @@ rendered ConfigMap's data; each process runs the rendered container command
 with the rendered container env, where only what Kubernetes would supply is
 filled in, and only what differs on one machine is moved:
 
-- secretKeyRef values   -> test passwords (one Secret, as the chart expects)
+- the credentials Secret -> test passwords, as the Secret volume's files
 - fieldRef              -> the pod's name and namespace
 - host names            -> loopback addresses: each database pod gets its own
                            (127.0.0.1 for ordinal 0, 127.0.0.2 for 1), so all
@@ -247,6 +247,8 @@ class Container:
             elif "configMap" in volume:
                 where = self.scripts = self._config_map(rendered, volume["configMap"],
                                                         home / mount["name"])
+            elif "secret" in volume:
+                where = self._secret(volume["secret"], home / mount["name"])
             else:   # an emptyDir, or a claim from volumeClaimTemplates
                 where = machine.mkdir(home / mount["name"])
             self.mounts[mount["mountPath"]] = where
@@ -260,6 +262,17 @@ class Container:
         for key, text in data.items():
             (target / key).unlink(missing_ok=True)   # a pod recreated on the same home
             (target / key).write_text(text)
+            os.chmod(target / key, source.get("defaultMode", 0o644))
+        return target
+
+    def _secret(self, source: dict, target: Path) -> Path:
+        """The machine's credentials as the Secret volume's files, with its defaultMode."""
+        self.machine.mkdir(target)
+        for key, text in self.machine.secret.items():
+            (target / key).unlink(missing_ok=True)
+            (target / key).write_text(text)
+            if self.machine.user:
+                shutil.chown(target / key, self.machine.user, self.machine.user)
             os.chmod(target / key, source.get("defaultMode", 0o644))
         return target
 

@@ -56,8 +56,13 @@ def test_failed_backup_exits_nonzero_and_writes_nothing(primary, backup_job, fai
     old = stamp(datetime.now(timezone.utc) - timedelta(days=60)) + ".dump"
     (job.backups / old).write_bytes(b"old")
     (job.backups / f"{old}.sha256").write_text("0  x\n")
-    change = ({"PGPORT": str(free_port(("127.0.0.1",)))} if failure == "unreachable"
-              else {"PGPASSWORD": "not-the-password"})
+    if failure == "unreachable":
+        change = {"PGPORT": str(free_port(("127.0.0.1",)))}
+    else:
+        wrong = job.machine.mkdir(job.home / "wrong-credentials")
+        for key, value in {**job.machine.secret, "password": "not-the-password"}.items():
+            (wrong / key).write_text(value)
+        change = {"CREDENTIALS_DIR": str(wrong)}
     result = job.run(**change)
     assert result.returncode != 0
     expected = "Connection refused" if failure == "unreachable" else "password authentication failed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .harness import wait_for
 
 
@@ -29,10 +31,21 @@ def test_ordinal_1_streams_from_ordinal_0(primary, replica):
     wait_for("one streaming sender on the primary", lambda: primary.sql(
         "SELECT usename, state FROM pg_stat_replication").splitlines() == [f"{user}|streaming"])
     assert replica.sql("SELECT status FROM pg_stat_wal_receiver") == "streaming"
-    # The WAL receiver's connection gives up on a silent primary in seconds, not after the kernel's 130 s.
+    # The WAL receiver's connection gives up on a silent primary in seconds, not after the kernel's 130 s,
+    # names the replica, and reads its password from a file.
     conninfo = replica.sql("SHOW primary_conninfo")
-    for option in ("tcp_user_timeout=10000", "keepalives_idle=10", "keepalives_interval=5", "keepalives_count=3"):
+    for option in ("tcp_user_timeout=10000", "keepalives_idle=10", "keepalives_interval=5", "keepalives_count=3",
+                   f"application_name={replica.name}", "passfile="):
         assert option in conninfo, conninfo
+    assert "password=" not in conninfo, conninfo
+    secret = primary.machine.secret
+    assert secret["replication-password"] not in (replica.pgdata / "postgresql.auto.conf").read_text()
+    # No password in the environment of either server (the credentials are files).
+    for pod in (primary, replica):
+        environ = Path(f"/proc/{pod.proc.pid}/environ").read_bytes().decode(errors="replace")
+        assert "postgres" in Path(f"/proc/{pod.proc.pid}/cmdline").read_bytes().decode(), pod.name
+        for key in ("password", "replication-password"):
+            assert secret[key] not in environ, f"{pod.name}: {key} in the server's environment"
 
     refused = primary.machine.psql(replica.ip, "INSERT INTO replication_check VALUES (0, 'x')")
     assert refused.returncode != 0 and "read-only transaction" in refused.stderr, refused.stderr

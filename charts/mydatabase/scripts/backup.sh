@@ -4,15 +4,23 @@
 # <name>.dump.sha256 next to it. Files are written under temporary names and
 # renamed last, so a listed .dump is always complete and has its checksum.
 #
-#   PGHOST, PGPORT, PGUSER, PGPASSWORD   libpq reads them directly
+#   PGHOST, PGPORT   the server (libpq reads them)
+#   CREDENTIALS_DIR  the credentials as files (credentials.sh); the dump runs
+#                    as the superuser, its password in a private password file
 #   PGDATABASE   database to dump (default postgres)
 #   BACKUP_DIR   target directory
 set -eu
 
 : "${PGHOST:?PGHOST is required}"
-: "${PGUSER:?PGUSER is required}"
 : "${BACKUP_DIR:?BACKUP_DIR is required}"
+. "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
 export PGDATABASE="${PGDATABASE:-postgres}"
+PGUSER="$(credential username)"
+password="$(credential password)"
+private="$(mktemp -d)"
+trap 'rm -rf "$private"' EXIT
+write_passfile "$private/pgpass" "$PGUSER" "$password"
+export PGUSER PGPASSFILE="$private/pgpass"
 
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 name="$stamp.dump"
@@ -27,7 +35,7 @@ fi
 rm -f "$BACKUP_DIR"/.*.dump.partial "$BACKUP_DIR"/.*.dump.partial.sha256
 
 partial="$BACKUP_DIR/.$name.partial"
-trap 'rm -f "$partial" "$partial.sha256"' EXIT
+trap 'rm -f "$partial" "$partial.sha256"; rm -rf "$private"' EXIT
 
 pg_dump -Fc -f "$partial"
 sum="$(sha256sum "$partial" | cut -d' ' -f1)"

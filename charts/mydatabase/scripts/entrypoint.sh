@@ -9,6 +9,8 @@
 #                      (default: this script's directory)
 #   SOCKET_DIR         unix socket directory (default /var/run/postgresql)
 #   LISTEN_ADDRESSES   default '*'
+#   CREDENTIALS_DIR    the credentials as files (credentials.sh)
+#   PRIMARY_HOST, PRIMARY_PORT (default PGPORT)   where a replica streams from
 # plus what primary-init.sh / replica-bootstrap.sh need. RESTORE_FROM and
 # RESTORE_DIR matter to the primary's first boot only (primary-init.sh restores
 # the dump before this script starts the server); replicas ignore them and
@@ -21,6 +23,7 @@ PGPORT="${PGPORT:-5432}"
 SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
 SOCKET_DIR="${SOCKET_DIR:-/var/run/postgresql}"
 export PGPORT
+. "$SCRIPTS_DIR/credentials.sh"
 
 ordinal="${POD_NAME##*-}"
 case "$ordinal" in
@@ -29,6 +32,7 @@ case "$ordinal" in
     exit 1 ;;
 esac
 
+set --   # settings for the postgres command line: a replica's connection
 if [ "$ordinal" -eq 0 ]; then
   echo "entrypoint: $POD_NAME is the primary"
   sh "$SCRIPTS_DIR/primary-init.sh"
@@ -37,7 +41,32 @@ else
   if [ -n "${RESTORE_FROM:-}" ]; then
     echo "entrypoint: RESTORE_FROM is for the primary only; cloning it instead"
   fi
+  : "${PRIMARY_HOST:?PRIMARY_HOST is required}"
+  REPLICATION_USER="$(credential replication-username)"
+  replication_password="$(credential replication-password)"
+  # Rewritten on every start, so a changed password takes effect on restart.
+  # In the socket directory: a volume of the pod's own, writable, never shared.
+  REPLICATION_PASSFILE="$SOCKET_DIR/.replication.pgpass"
+  write_passfile "$REPLICATION_PASSFILE" "$REPLICATION_USER" "$replication_password"
+  export REPLICATION_USER REPLICATION_PASSFILE
   sh "$SCRIPTS_DIR/replica-bootstrap.sh"
+  # The WAL receiver's connection. It has no connect timeout of its own:
+  # without a TCP user timeout, a connect to the address of a primary that is
+  # gone waits for the kernel (about 130 s) before it resolves the name again.
+  # Keepalives find a primary that vanished without closing the connection.
+  conninfo="host=$PRIMARY_HOST port=${PRIMARY_PORT:-$PGPORT} user=$REPLICATION_USER"
+  conninfo="$conninfo passfile=$REPLICATION_PASSFILE application_name=$POD_NAME"
+  conninfo="$conninfo tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3"
+  set -- -c "primary_conninfo=$conninfo"
+  if [ "${REPLICATION_SLOT:-false}" = true ]; then
+    set -- "$@" -c "primary_slot_name=$(printf '%s' "$POD_NAME" | tr '-' '_')"
+  fi
+  # Data directories cloned before this (pg_basebackup -R) carry a
+  # primary_conninfo with the password in postgresql.auto.conf; the command
+  # line overrides it, and the password does not stay on the volume.
+  if grep -q '^primary_conninfo' "$PGDATA/postgresql.auto.conf" 2>/dev/null; then
+    sed -i '/^primary_conninfo/d' "$PGDATA/postgresql.auto.conf"
+  fi
 fi
 
 # Chart-managed parameters are copied in on every start, so a changed ConfigMap
@@ -59,4 +88,4 @@ grep -qxF "$include" "$PGDATA/postgresql.conf" || printf '\n%s\n' "$include" >> 
 # Command-line settings win over postgresql.conf: these are the chart's wiring.
 exec postgres -D "$PGDATA" -p "$PGPORT" \
   -c listen_addresses="${LISTEN_ADDRESSES:-*}" \
-  -c unix_socket_directories="$SOCKET_DIR"
+  -c unix_socket_directories="$SOCKET_DIR" "$@"

@@ -5,8 +5,8 @@
 # every start.
 #
 #   PGDATA, PGPORT (default 5432)
-#   POSTGRES_USER (default postgres), POSTGRES_PASSWORD
-#   REPLICATION_USER, REPLICATION_PASSWORD
+#   CREDENTIALS_DIR  username, password, replication-username and
+#                    replication-password as files (credentials.sh)
 #   RESTORE_FROM   optional: restore this dump (restore.sh: "latest", a file
 #                  name in RESTORE_DIR, or a path) into the new cluster
 #   RESTORE_DIR    the other database's backups
@@ -22,12 +22,9 @@
 set -eu
 
 : "${PGDATA:?PGDATA is required}"
-: "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD is required}"
-: "${REPLICATION_USER:?REPLICATION_USER is required}"
-: "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}"
-POSTGRES_USER="${POSTGRES_USER:-postgres}"
 PGPORT="${PGPORT:-5432}"
 SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
+. "$SCRIPTS_DIR/credentials.sh"
 RESTORE_FROM="${RESTORE_FROM:-}"
 marker=.restored-from
 
@@ -57,17 +54,23 @@ rm -rf "$new"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# Passwords go through a file and the environment, never the command line
-# (visible in ps) and never into shell-expanded SQL (quoting bugs, injection).
-printf '%s\n' "$POSTGRES_PASSWORD" > "$work/pwfile"
-initdb -D "$new" -U "$POSTGRES_USER" --pwfile="$work/pwfile" \
+superuser="$(credential username)"
+password="$(credential password)"
+replication_user="$(credential replication-username)"
+replication_password="$(credential replication-password)"
+# Passwords go through files (and psql's own environment for the one SQL
+# statement), never the command line (visible in ps) and never into
+# shell-expanded SQL (quoting bugs, injection).
+printf '%s\n' "$password" > "$work/pwfile"
+write_passfile "$work/pgpass" "$superuser" "$password"
+initdb -D "$new" -U "$superuser" --pwfile="$work/pwfile" \
   --auth-local=scram-sha-256 --auth-host=scram-sha-256 --encoding=UTF8
 
 # Replicas and clients come from other pods; everyone must authenticate.
 cat >> "$new/pg_hba.conf" <<HBA
 
 # Added by primary-init.sh: streaming replication and clients from any address.
-host replication "$REPLICATION_USER" all scram-sha-256
+host replication "$replication_user" all scram-sha-256
 host all all all scram-sha-256
 HBA
 
@@ -79,7 +82,8 @@ pg_ctl -D "$new" -w -l "$work/init.log" \
 # If the SQL fails, do not leave the private server running.
 trap 'pg_ctl -D "$new" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-PGPASSWORD="$POSTGRES_PASSWORD" psql -h "$work" -p "$PGPORT" -U "$POSTGRES_USER" \
+REPLICATION_USER="$replication_user" REPLICATION_PASSWORD="$replication_password" \
+  PGPASSFILE="$work/pgpass" psql -h "$work" -p "$PGPORT" -U "$superuser" \
   -d postgres -v ON_ERROR_STOP=1 -q <<'SQL'
 \getenv repl_user REPLICATION_USER
 \getenv repl_password REPLICATION_PASSWORD
@@ -92,7 +96,7 @@ if [ -n "$RESTORE_FROM" ]; then
   # the side directory only after pg_restore succeeded.
   echo "primary-init: restoring $RESTORE_FROM from ${RESTORE_DIR:-(no RESTORE_DIR)} before serving"
   RESTORE_MARKER="$new/$marker" BACKUP_DIR="${RESTORE_DIR:-}" \
-    PGHOST="$work" PGUSER="$POSTGRES_USER" PGPASSWORD="$POSTGRES_PASSWORD" PGDATABASE=postgres \
+    PGHOST="$work" PGUSER="$superuser" PGPASSFILE="$work/pgpass" PGDATABASE=postgres \
     sh "$SCRIPTS_DIR/restore.sh" || {
       echo "primary-init: restore of $RESTORE_FROM failed; $PGDATA stays empty and the next start tries again" >&2
       pg_ctl -D "$new" -m immediate -w stop >/dev/null 2>&1 || true

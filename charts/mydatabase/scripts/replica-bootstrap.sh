@@ -1,11 +1,15 @@
 #!/bin/sh
-# Clones the primary into an empty PGDATA with pg_basebackup -R, which leaves
-# standby.signal and primary_conninfo behind, so the server starts as a
-# streaming replica. Does nothing when PGDATA already holds a cluster.
+# Clones the primary into an empty PGDATA with pg_basebackup and marks it a
+# standby (standby.signal), so the server starts as a streaming replica; the
+# connection to the primary is entrypoint.sh's (primary_conninfo on the
+# command line, no password in it). Does nothing when PGDATA already holds a
+# cluster.
 #
 #   PGDATA, PGPORT (default 5432), PRIMARY_HOST
 #   PRIMARY_PORT          default PGPORT (differs only when both run on one host)
-#   REPLICATION_USER, REPLICATION_PASSWORD
+#   REPLICATION_PASSFILE  a libpq password file for the replication user
+#                         (entrypoint.sh writes it from CREDENTIALS_DIR)
+#   REPLICATION_USER      the replication user
 #   POD_NAME              names the replication slot
 #   REPLICATION_SLOT=true use a physical slot (off by default: a slot of a
 #                         removed replica pins WAL on the primary until dropped)
@@ -15,7 +19,7 @@ set -eu
 : "${PGDATA:?PGDATA is required}"
 : "${PRIMARY_HOST:?PRIMARY_HOST is required}"
 : "${REPLICATION_USER:?REPLICATION_USER is required}"
-: "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}"
+: "${REPLICATION_PASSFILE:?REPLICATION_PASSFILE is required}"
 PGPORT="${PGPORT:-5432}"
 PRIMARY_PORT="${PRIMARY_PORT:-$PGPORT}"
 
@@ -52,15 +56,10 @@ fi
 # must never look like a data directory on the next start.
 tmp="$PGDATA.bootstrap"
 rm -rf "$tmp"
-# -R writes this connection's options into primary_conninfo, so the WAL
-# receiver gets them too. It has no connect timeout of its own: without a TCP
-# user timeout, a connect to the address of a primary that is gone waits for
-# the kernel (about 130 s) before it resolves the name again. Keepalives find
-# a primary that vanished without closing the connection.
-link="tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3"
-PGPASSWORD="$REPLICATION_PASSWORD" pg_basebackup \
-  -d "$link" -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
-  -D "$tmp" -R -X stream -c fast "$@"
+PGPASSFILE="$REPLICATION_PASSFILE" pg_basebackup \
+  -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
+  -D "$tmp" -X stream -c fast "$@"
+touch "$tmp/standby.signal"
 rm -rf "$PGDATA"   # empty (checked above) or absent
 mv "$tmp" "$PGDATA"
 echo "replica-bootstrap: cloned $PRIMARY_HOST into $PGDATA"

@@ -7,7 +7,9 @@
 #   RESTORE_FROM   a dump's path, a dump's file name in BACKUP_DIR, or
 #                  "latest" (the newest dump in BACKUP_DIR)
 #   BACKUP_DIR     where backup.sh writes (for "latest" and bare file names)
-#   PGHOST, PGPORT, PGUSER, PGPASSWORD   the target server (libpq reads them)
+#   PGHOST, PGPORT, PGUSER, PGPASSFILE   the target server (libpq reads them)
+#   CREDENTIALS_DIR  without PGUSER: connect as the superuser of these
+#                    credentials (credentials.sh), as in a backup Job's pod
 #   PGDATABASE     the target database (default postgres)
 #   RESTORE_MARKER optional file; after a successful restore it gets the dump's
 #                  file name (line 1) and its sha256 (line 2)
@@ -15,6 +17,15 @@ set -eu
 
 : "${RESTORE_FROM:?RESTORE_FROM is required (a dump path, a name in BACKUP_DIR, or latest)}"
 : "${PGHOST:?PGHOST is required}"
+if [ -z "${PGUSER:-}" ] && [ -n "${CREDENTIALS_DIR:-}" ]; then
+  . "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
+  PGUSER="$(credential username)"
+  password="$(credential password)"
+  private="$(mktemp -d)"
+  trap 'rm -rf "$private"' EXIT
+  write_passfile "$private/pgpass" "$PGUSER" "$password"
+  export PGUSER PGPASSFILE="$private/pgpass"
+fi
 : "${PGUSER:?PGUSER is required}"
 export PGDATABASE="${PGDATABASE:-postgres}"
 

@@ -126,3 +126,14 @@ tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The credentials Secret as files, readable by PostgreSQL's group (fsGroup) and
+nobody else; the scripts copy what they need into private password files.
+*/}}
+{{- define "mydatabase.credentialsVolume" -}}
+- name: credentials
+  secret:
+    secretName: {{ include "mydatabase.secretName" . }}
+    defaultMode: 0440
+{{- end -}}

@@ -7,8 +7,8 @@
 # backup + prune + restore (pg_dump, sha256sum, pg_restore).
 set -eu
 
-for tool in cat cut date dirname grep gzip head id ls mkdir mktemp mv rm sleep sort \
-            tail tr sha256sum postgres initdb pg_ctl pg_isready psql pg_dump \
+for tool in cat cut date dirname grep gzip head id ls mkdir mktemp mv rm sed sleep sort \
+            tail touch tr sha256sum postgres initdb pg_ctl pg_isready psql pg_dump \
             pg_restore pg_basebackup; do
   command -v "$tool" >/dev/null || { echo "smoke-test: $tool is missing" >&2; exit 1; }
 done
@@ -16,7 +16,13 @@ test "$(id -u):$(id -g)" = 999:999
 
 work="$(mktemp -d)"
 socket=/var/run/postgresql
-export PGPORT=5432 POSTGRES_PASSWORD=smoke REPLICATION_USER=repl REPLICATION_PASSWORD=smoke
+# The credentials Secret's files, as the pods mount them.
+export PGPORT=5432 CREDENTIALS_DIR="$work/credentials"
+mkdir "$CREDENTIALS_DIR"
+printf postgres > "$CREDENTIALS_DIR/username"
+printf smoke > "$CREDENTIALS_DIR/password"
+printf repl > "$CREDENTIALS_DIR/replication-username"
+printf 'sm:o\ke' > "$CREDENTIALS_DIR/replication-password"
 
 # The primary, as its pod starts it (no TCP address: nothing to listen on here).
 PGDATA="$work/primary" POD_NAME=db-0 LISTEN_ADDRESSES='' sh /scripts/entrypoint.sh \
@@ -31,13 +37,16 @@ until pg_isready -q -h "$socket"; do
   sleep 1
 done
 
-PGDATA="$work/replica" PRIMARY_HOST="$socket" POD_NAME=db-1 sh /scripts/replica-bootstrap.sh
+. /scripts/credentials.sh
+write_passfile "$work/replication.pgpass" repl 'sm:o\ke'
+PGDATA="$work/replica" PRIMARY_HOST="$socket" POD_NAME=db-1 REPLICATION_USER=repl \
+  REPLICATION_PASSFILE="$work/replication.pgpass" sh /scripts/replica-bootstrap.sh
 test -f "$work/replica/standby.signal"
 
-export PGHOST="$socket" PGUSER=postgres PGPASSWORD=smoke BACKUP_DIR="$work/backups"
+export PGHOST="$socket" BACKUP_DIR="$work/backups"
 sh /scripts/backup.sh
 BACKUP_RETENTION=1d sh /scripts/prune.sh
-psql -q -d postgres -c 'CREATE DATABASE restored'
+PGUSER=postgres PGPASSWORD=smoke psql -q -d postgres -c 'CREATE DATABASE restored'
 RESTORE_FROM=latest PGDATABASE=restored sh /scripts/restore.sh
 
 trap - EXIT

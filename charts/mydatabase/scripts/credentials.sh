@@ -1,0 +1,35 @@
+# Sourced by the other scripts (not run on its own). Credentials come as files
+# (the Secret mounted as a volume), never as environment variables: a value in
+# the environment is inherited by every process the script starts, PostgreSQL
+# included, and shows in the pod spec.
+#
+#   CREDENTIALS_DIR   holds username, password, replication-username and
+#                     replication-password (the credentials Secret's keys)
+
+# credential KEY: the content of CREDENTIALS_DIR/KEY; stops the script when it
+# is missing or empty.
+credential() {
+  : "${CREDENTIALS_DIR:?CREDENTIALS_DIR is required}"
+  if [ ! -s "$CREDENTIALS_DIR/$1" ]; then
+    echo "credentials: $CREDENTIALS_DIR/$1 is missing or empty" >&2
+    exit 1
+  fi
+  cat "$CREDENTIALS_DIR/$1"
+}
+
+# write_passfile FILE USER PASSWORD: a libpq password file (mode 0600, as libpq
+# requires) that matches any host, port and database for USER. Give it
+# variables, not "$(credential ...)": a failure inside an argument's command
+# substitution would not stop the script.
+write_passfile() {
+  (
+    umask 077
+    printf '*:*:*:%s:%s\n' "$(pgpass_escape "$2")" "$(pgpass_escape "$3")" > "$1.new"
+  )
+  mv "$1.new" "$1"
+}
+
+# ':' and '\' are the password file's field syntax.
+pgpass_escape() {
+  printf '%s' "$1" | sed 's/[\\:]/\\&/g'
+}
