@@ -36,7 +36,8 @@ STANDARD_LABELS = {
     "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
     "app.kubernetes.io/component", "app.kubernetes.io/managed-by", "helm.sh/chart",
 }
-SCRIPTS = ["entrypoint.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh", "prune.sh", "restore.sh"]
+SCRIPTS = ["entrypoint.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh", "prune.sh", "restore.sh",
+           "credentials.sh", "test-connection.sh"]
 
 
 def seed(**changes) -> dict:
@@ -276,12 +277,12 @@ def test_missing_secret_name_fails_clearly(helm):
 
 
 def test_defaults_render_with_only_secret_name(render):
-    """values.yaml defaults plus a Secret name render a one-pod database, no backups,
-    every object in the release namespace."""
+    """values.yaml defaults plus a Secret name render a one-pod database (no disruption budget),
+    no backups, its NetworkPolicy and `helm test` pod, every object in the release namespace."""
     out = render(None, "--set", "credentials.secretName=x", release="db", namespace="team-a")
     assert sorted(out.by_key) == sorted([
         ("ConfigMap", "db-scripts"), ("StatefulSet", "db"), ("Service", "db"),
-        ("Service", "db-headless"), ("Service", "db-ro"),
+        ("Service", "db-headless"), ("Service", "db-ro"), ("NetworkPolicy", "db"), ("Pod", "db-test"),
     ])
     assert out.get("StatefulSet", "db")["spec"]["replicas"] == 1
     assert all(d["metadata"]["namespace"] == "team-a" for d in out.docs)
@@ -385,7 +386,89 @@ def test_passthrough_scheduling_and_resources(render):
     bare = render(seed()).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]
     for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity"):
         assert key not in bare, key
-    assert "resources" not in container(bare, "postgres")
+    assert container(bare, "postgres")["resources"] == SMALL_DATABASE
+
+
+SMALL_DATABASE = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+SMALL_BACKUP = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
+
+
+def every_container(out) -> dict[str, dict]:
+    """'<kind>/<container>' -> container, for every container the chart renders (test pod included)."""
+    pods = {"StatefulSet": out.get("StatefulSet", RELEASE)["spec"]["template"]["spec"],
+            "CronJob": cronjob_pod(out)["spec"], "Pod": out.get("Pod", f"{RELEASE}-test")["spec"]}
+    return {f"{kind}/{c['name']}": c for kind, pod in pods.items()
+            for c in pod.get("initContainers", []) + pod["containers"]}
+
+
+def test_resources_presets_fit_a_resource_quota(render):
+    """By default every container has CPU and memory requests and limits (a namespace whose
+    ResourceQuota counts them accepts the pods): the small presets. `resources` replaces a
+    preset whole; a preset can be chosen per kind, and `none` leaves the container without."""
+    containers = every_container(render(seed()))
+    assert containers["StatefulSet/postgres"]["resources"] == SMALL_DATABASE
+    assert containers["CronJob/backup"]["resources"] == SMALL_BACKUP
+    assert containers["Pod/test"]["resources"] == SMALL_BACKUP
+    for name, c in containers.items():
+        for part in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(c["resources"][part]), (name, part)
+
+    own = {"requests": {"memory": "2Gi"}}
+    chosen = every_container(render(seed(resources=own, backup={**seed()["backup"], "resourcesPreset": "large"})))
+    assert chosen["StatefulSet/postgres"]["resources"] == own
+    assert chosen["CronJob/backup"]["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"},
+                                                     "limits": {"cpu": "2", "memory": "4Gi"}}
+    medium = every_container(render(seed(resourcesPreset="medium")))["StatefulSet/postgres"]["resources"]
+    assert medium == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    bare = every_container(render(seed(resourcesPreset="none", backup={**seed()["backup"], "resourcesPreset": "none"})))
+    assert all("resources" not in c for c in bare.values()), bare
+
+
+def test_disruption_budget_at_two_pods_or_more(render):
+    """At 2+ pods one PodDisruptionBudget (maxUnavailable 1) over the database pods only; none at
+    1 pod, when hibernated, or when disabled."""
+    out = render(seed(replicas=3))
+    pdb = out.get("PodDisruptionBudget", RELEASE)["spec"]
+    assert pdb == {"maxUnavailable": 1,
+                   "selector": {"matchLabels": {**SELECTOR, "app.kubernetes.io/component": "database"}}}
+    pod_labels = out.get("StatefulSet", RELEASE)["spec"]["template"]["metadata"]["labels"]
+    assert pdb["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert cronjob_pod(out)["metadata"]["labels"]["app.kubernetes.io/component"] != "database"
+    for values in (seed(replicas=1), seed(replicas=0), seed(replicas=3, podDisruptionBudget={"enabled": False})):
+        assert render(values).kinds("PodDisruptionBudget") == [], values["replicas"]
+
+
+def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
+    """The NetworkPolicy selects the database pods, restricts ingress to the PostgreSQL port and admits
+    the release's own pods (replicas, backup Jobs, the test pod: same instance labels) plus
+    allowedClients (default: every pod of the namespace); disabled, there is none."""
+    out = render(seed(replicas=3))
+    policy = out.get("NetworkPolicy", RELEASE)["spec"]
+    sts = out.get("StatefulSet", RELEASE)["spec"]["template"]
+    assert policy["podSelector"]["matchLabels"].items() <= sts["metadata"]["labels"].items()
+    assert policy["policyTypes"] == ["Ingress"]
+    [rule] = policy["ingress"]
+    port = container(sts["spec"], "postgres")["ports"][0]
+    assert rule["ports"] == [{"port": port["name"], "protocol": "TCP"}]
+    own = {"podSelector": {"matchLabels": SELECTOR}}
+    assert rule["from"] == [own, {"podSelector": {}}]
+    for pod in (cronjob_pod(out), out.get("Pod", f"{RELEASE}-test")):
+        assert own["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+
+    clients = [{"podSelector": {"matchLabels": {"db-client": "true"}}},
+               {"namespaceSelector": {"matchLabels": {"team": "payments"}}}]
+    narrowed = render(seed(networkPolicy={"enabled": True, "allowedClients": clients}))
+    assert narrowed.get("NetworkPolicy", RELEASE)["spec"]["ingress"][0]["from"] == [own, *clients]
+    assert render(seed(networkPolicy={"enabled": False})).kinds("NetworkPolicy") == []
+
+
+def test_image_by_digest_and_pull_policy(render):
+    """image.digest pins the reference (tag kept for people) in every container; pullPolicy reaches each."""
+    digest = "sha256:" + "ab" * 32
+    out = render(seed(image={**seed()["image"], "digest": digest, "pullPolicy": "Always"}))
+    for name, c in every_container(out).items():
+        assert c["image"] == f"docker.io/library/postgres:15.2@{digest}", name
+        assert c["imagePullPolicy"] == "Always", name
 
 
 def test_too_long_name_fails(helm):
@@ -413,10 +496,15 @@ def scripts_dir(seeded, tmp_path):
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_scripts_are_strict_posix_sh(scripts_dir, name):
-    """Each script is in the ConfigMap, parses under dash (POSIX sh) and runs with set -eu."""
+    """Each script is in the ConfigMap, parses under dash (POSIX sh) and runs with set -eu (a sourced
+    library runs under its caller's, and is sourced by every script that needs credentials)."""
     path = scripts_dir / name
     text = path.read_text()
-    assert re.search(r"^set -eu$", text, re.M), name
+    if name == "credentials.sh":
+        users = [s for s in SCRIPTS if "credential" in (scripts_dir / s).read_text() and s != name]
+        assert all("/credentials.sh\"" in (scripts_dir / s).read_text() for s in users), users
+    else:
+        assert re.search(r"^set -eu$", text, re.M), name
     sh = shutil.which("dash") or "/bin/sh"
     res = subprocess.run([sh, "-n", str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

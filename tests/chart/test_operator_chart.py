@@ -37,6 +37,8 @@ NAMESPACED_RIGHTS = {
     ("", "persistentvolumeclaims"): ALL,
     ("apps", "statefulsets"): ALL,
     ("batch", "cronjobs"): ALL,
+    ("policy", "poddisruptionbudgets"): ALL,
+    ("networking.k8s.io", "networkpolicies"): ALL,
     ("batch", "jobs"): {"get", "list", "watch", "create"},
     ("", "pods"): {"get", "list", "watch", "patch"},
     ("", "secrets"): {"get", "create", "delete"},

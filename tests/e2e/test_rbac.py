@@ -51,6 +51,8 @@ NAMESPACED_RIGHTS = {
     "persistentvolumeclaims": ALL,
     "statefulsets.apps": ALL,
     "cronjobs.batch": ALL,
+    "poddisruptionbudgets.policy": ALL,
+    "networkpolicies.networking.k8s.io": ALL,
     "jobs.batch": {"get", "list", "watch", "create"},
     "pods": {"get", "list", "watch", "patch"},
     "secrets": {"get", "create", "delete"},

@@ -234,6 +234,7 @@ class Container:
         self.hosts = {
             f"{release}-0.{release}-headless.{NAMESPACE}.svc": "127.0.0.1",
             release: "127.0.0.1",
+            f"{release}-ro": "127.0.0.2",   # the read-only Service: the replica (ordinal 1)
         }
         if pod_ip:
             self.hosts["127.0.0.1"] = pod_ip

@@ -46,6 +46,12 @@ app.kubernetes.io/part-of: mydatabase-operator
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch, create, update, patch, delete]
 # Backup Jobs are watched for results; an on-demand backup (annotation
 # myapp.example.com/backup-now) is one Job made from the CronJob's template.
 - apiGroups: [batch]

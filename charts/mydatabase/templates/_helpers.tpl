@@ -55,12 +55,40 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 helm.sh/chart: {{ include "mydatabase.chart" .ctx }}
 {{- end -}}
 
-{{/* Container image reference: [registry/]repository:tag */}}
+{{/* Container image reference: [registry/]repository:tag[@digest]. With a
+digest the runtime pulls exactly that image; the tag stays for people. */}}
 {{- define "mydatabase.image" -}}
-{{- if .Values.image.registry -}}
-{{- printf "%s/%s:%s" .Values.image.registry .Values.image.repository .Values.image.tag -}}
-{{- else -}}
-{{- printf "%s:%s" .Values.image.repository .Values.image.tag -}}
+{{- $image := .Values.image -}}
+{{- $ref := printf "%s:%s" $image.repository $image.tag -}}
+{{- if $image.registry -}}
+{{- $ref = printf "%s/%s" $image.registry $ref -}}
+{{- end -}}
+{{- if $image.digest -}}
+{{- $ref = printf "%s@%s" $ref $image.digest -}}
+{{- end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{/*
+Container resources: the given ones, or the named preset when none are given.
+Pass (dict "resources" .Values.resources "preset" .Values.resourcesPreset "kind" "database").
+The presets are small on purpose (a namespace with a ResourceQuota accepts the
+pods; a platform raises them): docs/configuration.md lists them.
+*/}}
+{{- define "mydatabase.resources" -}}
+{{- $presets := dict
+  "database" (dict
+    "small" (dict "requests" (dict "cpu" "100m" "memory" "256Mi") "limits" (dict "cpu" "1" "memory" "1Gi"))
+    "medium" (dict "requests" (dict "cpu" "500m" "memory" "1Gi") "limits" (dict "cpu" "2" "memory" "4Gi"))
+    "large" (dict "requests" (dict "cpu" "2" "memory" "4Gi") "limits" (dict "cpu" "4" "memory" "16Gi")))
+  "backup" (dict
+    "small" (dict "requests" (dict "cpu" "50m" "memory" "64Mi") "limits" (dict "cpu" "500m" "memory" "512Mi"))
+    "medium" (dict "requests" (dict "cpu" "250m" "memory" "256Mi") "limits" (dict "cpu" "1" "memory" "1Gi"))
+    "large" (dict "requests" (dict "cpu" "1" "memory" "1Gi") "limits" (dict "cpu" "2" "memory" "4Gi"))) -}}
+{{- if .resources -}}
+{{- toYaml .resources -}}
+{{- else if ne .preset "none" -}}
+{{- toYaml (get (get $presets .kind) .preset) -}}
 {{- end -}}
 {{- end -}}
 

@@ -1,0 +1,47 @@
+#!/bin/sh
+# `helm test`: a client's view of a running database. Through the read-write
+# Service, with the generated credentials, it writes a row and reads it back;
+# with replicas, the read-only Service must land on a server in recovery that
+# gets the row. It cleans up after itself (the table is dropped).
+#
+#   RW_HOST, RO_HOST   the read-write and read-only Services
+#   PGPORT             the PostgreSQL port
+#   REPLICAS           pods in the StatefulSet (the read-only check needs 2+)
+#   CREDENTIALS_DIR    the credentials as files (credentials.sh)
+set -eu
+
+: "${RW_HOST:?RW_HOST is required}"
+: "${RO_HOST:?RO_HOST is required}"
+. "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
+PGUSER="$(credential username)"
+password="$(credential password)"
+private="$(mktemp -d)"
+trap 'rm -rf "$private"' EXIT
+write_passfile "$private/pgpass" "$PGUSER" "$password"
+export PGUSER PGPASSFILE="$private/pgpass" PGDATABASE=postgres PGCONNECT_TIMEOUT=10
+
+sql() {
+  host="$1"
+  shift
+  psql -h "$host" -X -A -t -q -v ON_ERROR_STOP=1 -c "$@"
+}
+
+table=mydatabase_helm_test
+mark="$(date +%s)-$$"
+sql "$RW_HOST" "create table if not exists $table (mark text primary key)"
+trap 'sql "$RW_HOST" "drop table if exists $table" || true; rm -rf "$private"' EXIT
+sql "$RW_HOST" "insert into $table values ('$mark')"
+test "$(sql "$RW_HOST" "select pg_is_in_recovery()")" = f || { echo "test: $RW_HOST is not the primary" >&2; exit 1; }
+test "$(sql "$RW_HOST" "select count(*) from $table where mark = '$mark'")" = 1
+echo "test: wrote and read a row through $RW_HOST (the primary)"
+
+if [ "${REPLICAS:-1}" -gt 1 ]; then
+  test "$(sql "$RO_HOST" "select pg_is_in_recovery()")" = t || { echo "test: $RO_HOST is not a replica" >&2; exit 1; }
+  tries=0
+  until [ "$(sql "$RO_HOST" "select count(*) from $table where mark = '$mark'" 2>/dev/null)" = 1 ]; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 30 ] || { echo "test: the row did not reach $RO_HOST in 30 s" >&2; exit 1; }
+    sleep 1
+  done
+  echo "test: read the row back through $RO_HOST (a replica)"
+fi

@@ -1,0 +1,32 @@
+"""The `helm test` pod's command (scripts/test-connection.sh) as the rendered Pod runs it, against the
+session's primary (the read-write Service) and replica (the read-only one)."""
+
+from __future__ import annotations
+
+from .harness import Container
+
+
+def helm_test_pod(machine, rendered, **env: str):
+    pod = rendered.get("Pod", f"{rendered.one('StatefulSet')['metadata']['name']}-test")
+    home = machine.mkdir(machine.root / "helm-test")
+    container = Container(machine, rendered, pod["spec"], "test", pod_name=pod["metadata"]["name"],
+                          pod_ip=None, home=home, volume_dirs={})
+    return machine.run(container.command, {**container.env, **env}, cwd=home)
+
+
+def test_helm_test_writes_reads_and_finds_a_replica(machine, rendered, primary, replica):
+    """A row through the read-write Service, read back there and through the read-only Service from a
+    replica; the table is gone afterwards."""
+    result = helm_test_pod(machine, rendered)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The Services' names, localized: 127.0.0.1 is the primary, 127.0.0.2 the replica.
+    assert "through 127.0.0.1 (the primary)" in result.stdout
+    assert "through 127.0.0.2 (a replica)" in result.stdout
+    assert primary.sql("SELECT to_regclass('mydatabase_helm_test') IS NULL") == "t"
+
+
+def test_helm_test_fails_when_the_read_only_service_reaches_the_primary(machine, rendered, primary, replica):
+    """A read-only Service that lands on the primary is a failure, named."""
+    result = helm_test_pod(machine, rendered, RO_HOST="127.0.0.1")
+    assert result.returncode != 0
+    assert "127.0.0.1 is not a replica" in result.stderr, result.stderr
