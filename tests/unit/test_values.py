@@ -41,3 +41,15 @@ def test_hash_is_stable_and_moves_with_values_and_chart():
     assert release_hash("chart-a", values) != release_hash("chart-b", values)
     scaled = build_values("db", parse_spec({**SEED, "replicas": 5}))
     assert release_hash("chart-a", values) != release_hash("chart-a", scaled)
+
+def test_resources_only_when_the_spec_gives_them():
+    """Silent spec: no resources in the values, so the platform's or the chart's preset applies;
+    spec.resources and spec.backup.resources reach the database and the backup Job."""
+    silent = build_values("db", parse_spec(SEED))
+    assert "resources" not in silent and "resources" not in silent["backup"]
+    database = {"requests": {"cpu": "2"}}
+    backup = {"limits": {"memory": "2Gi"}}
+    values = build_values("db", parse_spec({**SEED, "resources": database,
+                                            "backup": {**SEED["backup"], "resources": backup}}))
+    assert values["resources"] == database
+    assert values["backup"]["resources"] == backup

@@ -45,6 +45,8 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
             "retention": spec.backup.retention,
             "storage": {"size": spec.backup.storage},
         }
+        if spec.backup.resources:
+            values["backup"]["resources"] = spec.backup.resources
         if spec.storage_class_name:
             values["backup"]["storage"]["storageClassName"] = spec.storage_class_name
     if spec.restore:

@@ -21,6 +21,7 @@ class Backup:
     schedule: str
     retention: str = "7d"
     storage: str = "10Gi"
+    resources: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
             schedule=backup["schedule"],
             retention=backup.get("retention") or "7d",
             storage=str(backup.get("storage") or "10Gi"),
+            resources=dict(backup.get("resources") or {}),
         )
         if backup
         else None,
