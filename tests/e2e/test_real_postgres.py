@@ -26,8 +26,9 @@ SEED = yaml.safe_load((REPO / "examples" / "production-db.yaml").read_text())
 
 def run_sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1"):
     """Run QUERY with psql inside POD as the database's superuser, over TCP (scram, as clients do)."""
-    line = ('PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" '
-            f'psql -h {host} -U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -Atc "{query}"')
+    # The credentials as files; a pod of a chart before 0.2.0 (the upgrade test) had them as env vars.
+    line = ('PGPASSWORD="${POSTGRES_PASSWORD:-$(cat "$CREDENTIALS_DIR/password")}" '
+            f'psql -h {host} -U "${{POSTGRES_USER:-$(cat "$CREDENTIALS_DIR/username")}}" -d postgres -Atc "{query}"')
     return cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
 
 

@@ -1,0 +1,174 @@
+"""What a platform team's review of the bundled chart asks for, proven on the cluster: the disruption budget
+under drain-like evictions, resources a ResourceQuota admits, the NetworkPolicy's selection, `helm test` on
+real pods, and an upgrade of existing databases from the previous chart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from .conftest import REPO, operator_instead, wait_ready
+from .realnode import local_node_platform
+from .test_real_postgres import (ROW_FACTS, create_db, pod_uid, rows, sql, wait_streaming, write_rows)
+from .waiting import get_json, wait_for
+
+pytestmark = pytest.mark.e2e
+# The chart that databases ran before chart 0.2.0 (credentials as env vars, no presets, PDB or NetworkPolicy).
+PREVIOUS_CHART_COMMIT = "ae38a2b"
+
+
+def kwok_db(cluster, namespace: str, name: str, replicas: int = 3) -> None:
+    body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "version": "15.2", "storage": "1Gi",
+                     "backup": {"schedule": "0 2 * * *", "retention": "7d"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+
+
+def evict(cluster, namespace: str, pod: str) -> subprocess.CompletedProcess:
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+    return cluster.kubectl("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", "-f", "-",
+                           stdin=json.dumps(body), check=False)
+
+
+def test_drain_evicts_one_database_pod_at_a_time(cluster, operator, namespace):
+    """Two evictions of one database's pods at once, as a node drain sends them: the first is granted, the
+    second refused by the PodDisruptionBudget; a 1-pod database has no budget (a drain is never blocked)."""
+    kwok_db(cluster, namespace, "drained", replicas=3)
+    kwok_db(cluster, namespace, "single", replicas=1)
+    wait_ready(cluster, namespace, "drained")
+    wait_ready(cluster, namespace, "single")
+    wait_for("the budget to allow one disruption", lambda: (get_json(
+        cluster, "-n", namespace, "pdb", "drained").get("status") or {}).get("disruptionsAllowed") == 1, timeout=60)
+
+    first, second = evict(cluster, namespace, "drained-2"), evict(cluster, namespace, "drained-1")
+    assert first.returncode == 0, first.stderr
+    assert second.returncode != 0
+    assert "disruption budget" in second.stderr, second.stderr
+    assert get_json(cluster, "-n", namespace, "pdb", "single") == {}
+    assert evict(cluster, namespace, "single-0").returncode == 0
+
+
+def test_resource_quota_admits_the_database_and_backup_pods(cluster, operator, namespace):
+    """A namespace whose ResourceQuota counts CPU and memory requests and limits: every pod must declare all
+    four, or the API server refuses it. The database's pods and a backup Job's pod are admitted."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"},
+             "spec": {"hard": {"requests.cpu": "2", "requests.memory": "4Gi",
+                               "limits.cpu": "8", "limits.memory": "8Gi"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(quota))
+    # Admission refuses every pod until the quota controller has computed the quota's status.
+    wait_for("the quota's status", lambda: (get_json(cluster, "-n", namespace, "resourcequota", "compute")
+                                            .get("status") or {}).get("hard"), timeout=60)
+    kwok_db(cluster, namespace, "quoted", replicas=3)
+    wait_ready(cluster, namespace, "quoted")
+    cluster.kubectl("create", "job", "-n", namespace, "quoted-manual", "--from=cronjob/quoted-backup")
+    wait_for("the backup Job's pod", lambda: get_json(
+        cluster, "-n", namespace, "pods", "-l", "job-name=quoted-manual")["items"], timeout=60)
+    used = get_json(cluster, "-n", namespace, "resourcequota", "compute")["status"]["used"]
+    assert used["requests.cpu"] in ("350m", "300m"), used  # 3 x 100m, plus 50m while the Job's pod exists
+    events = cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert "exceeded quota" not in events and "must specify" not in events
+
+
+def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, operator, namespace):
+    """The local network (a bridge) does not enforce NetworkPolicy, so this proves the installed policy's
+    selectors against the live pods: it applies to exactly the database's pods, and its own-pods peer admits
+    them and the backup Job's pod but not the pods of another database in the namespace."""
+    kwok_db(cluster, namespace, "guarded", replicas=2)
+    kwok_db(cluster, namespace, "neighbour", replicas=1)
+    wait_ready(cluster, namespace, "guarded")
+    wait_ready(cluster, namespace, "neighbour")
+    cluster.kubectl("create", "job", "-n", namespace, "guarded-manual", "--from=cronjob/guarded-backup")
+    wait_for("the backup Job's pod", lambda: get_json(
+        cluster, "-n", namespace, "pods", "-l", "job-name=guarded-manual")["items"], timeout=60)
+    policy = get_json(cluster, "-n", namespace, "networkpolicy", "guarded")["spec"]
+
+    def selected(match_labels: dict) -> set[str]:
+        selector = ",".join(f"{k}={v}" for k, v in match_labels.items())
+        return {p["metadata"]["name"] for p in get_json(cluster, "-n", namespace, "pods", "-l", selector)["items"]}
+
+    assert selected(policy["podSelector"]["matchLabels"]) == {"guarded-0", "guarded-1"}
+    own, *others = policy["ingress"][0]["from"]
+    admitted = selected(own["podSelector"]["matchLabels"])
+    assert {"guarded-0", "guarded-1"} <= admitted
+    assert any(name.startswith("guarded-manual-") for name in admitted), admitted
+    assert not any(name.startswith("neighbour") for name in admitted), admitted
+    assert others == [{"podSelector": {}}]
+
+
+def helm(cluster, *args: str) -> subprocess.CompletedProcess:
+    """The helm CLI as admin, reading the releases the operator keeps (HELM_DRIVER=configmap)."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HELM_DRIVER": "configmap"}
+    return subprocess.run([cluster.tool("helm"), *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_helm_test_passes_on_a_real_node_database(cluster, real_operator, namespace):
+    """`helm test` of a real-node database: its test pod writes and reads a row through the read-write
+    Service with the generated credentials, and reads it back from a replica through the read-only one."""
+    name = "tested"
+    create_db(cluster, namespace, name, replicas=2)
+    wait_ready(cluster, namespace, name, timeout=300)
+    wait_streaming(cluster, namespace, f"{name}-0", 1)
+    result = helm(cluster, "test", name, "-n", namespace, "--logs", "--timeout", "180s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"wrote and read a row through {name} (the primary)" in result.stdout, result.stdout
+    assert f"read the row back through {name}-ro (a replica)" in result.stdout, result.stdout
+    node = get_json(cluster, "-n", namespace, "pod", f"{name}-test")["spec"]["nodeName"]
+    assert not node.startswith("kwok-"), node
+
+
+def previous_chart(tmp_path) -> str:
+    """charts/mydatabase as of PREVIOUS_CHART_COMMIT, from this repository's history."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", PREVIOUS_CHART_COMMIT, "charts/mydatabase"],
+                             capture_output=True, timeout=60)
+    assert archive.returncode == 0, f"the previous chart is not in this clone's history: {archive.stderr!r}"
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    return str(tmp_path / "charts" / "mydatabase")
+
+
+def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator, namespace, tmp_path):
+    """A real-node database made by the previous chart, then the operator upgraded to this one: the pods are
+    replaced once each (one new StatefulSet revision), the replica first and the primary last, every row
+    kept, the replica streaming again, and no password left in its connection settings."""
+    platform = tmp_path / "platform.yaml"
+    platform.write_text(json.dumps(local_node_platform()))
+    name = "upgraded"
+    # One operator for the namespace throughout, restarted on the new chart: the shared one (no platform
+    # config) must not reconcile the database in between.
+    with operator_instead(operator, namespace, "operator-upgrade.log",
+                          MYDB_PLATFORM_CONFIG=str(platform), MYDB_CHART_DIR=previous_chart(tmp_path)) as own:
+        create_db(cluster, namespace, name, replicas=2)
+        wait_ready(cluster, namespace, name, timeout=300)
+        wait_streaming(cluster, namespace, f"{name}-0", 1)
+        write_rows(cluster, namespace, f"{name}-0")
+        chart = get_json(cluster, "-n", namespace, "mydb", name)["status"]["release"]["chart"]
+        assert chart == "mydatabase-0.1.0", chart
+        pods = [f"{name}-0", f"{name}-1"]
+        uids = {pod: pod_uid(cluster, namespace, pod) for pod in pods}
+        revisions_before = len(get_json(cluster, "-n", namespace, "controllerrevisions")["items"])
+
+        own.stop()
+        del own.env["MYDB_CHART_DIR"]
+        own.start()
+        replaced: list[str] = []
+
+        def all_replaced() -> bool:
+            for pod in pods:
+                if pod not in replaced and pod_uid(cluster, namespace, pod) not in ("", uids[pod]):
+                    replaced.append(pod)
+            return len(replaced) == len(pods)
+        wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
+        assert replaced == [f"{name}-1", f"{name}-0"], replaced
+        wait_for("the release on chart 0.2.0", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
+                 .get("status") or {}).get("release", {}).get("chart") == "mydatabase-0.2.0", timeout=120)
+        wait_ready(cluster, namespace, name, timeout=300)
+        wait_streaming(cluster, namespace, f"{name}-0", 1)
+        for pod in pods:
+            assert rows(cluster, namespace, pod) == ROW_FACTS
+        assert len(get_json(cluster, "-n", namespace, "controllerrevisions")["items"]) == revisions_before + 1
+        conninfo = sql(cluster, namespace, f"{name}-1", "show primary_conninfo")
+        assert "passfile=" in conninfo and "password=" not in conninfo, conninfo
+        assert get_json(cluster, "-n", namespace, "pdb", name) != {}
+        assert get_json(cluster, "-n", namespace, "networkpolicy", name) != {}
