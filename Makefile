@@ -3,12 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e lint venv tools postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench
+.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-test: venv lint tools postgres node-packages ## static checks first, then every test: unit, chart, hack/ scripts, PostgreSQL scripts, e2e on the local control plane
+test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane
 	$(PY) -m pytest tests bench
 
 lint: venv ## ruff (lint, format), mypy --strict and the import-linter layers, on operator/ (pyproject.toml configures each)
@@ -17,7 +17,7 @@ lint: venv ## ruff (lint, format), mypy --strict and the import-linter layers, o
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test-unit: venv ## the tests that need no cluster: the operator's units, the charts, the hack/ scripts
+test-unit: venv scanners ## the tests that need no cluster: the operator's units, the charts, the hack/ scripts
 	$(PY) -m pytest tests/unit tests/chart tests/hack
 
 test-e2e: venv tools node-packages
@@ -32,6 +32,12 @@ $(VENV)/.installed: pyproject.toml
 
 tools: ## build (or reuse) etcd, kube-*, kubectl, kubelet, kube-proxy, kwok, helm, CoreDNS and the registry
 	bash hack/build-tools.sh >/dev/null
+
+scanners: ## install (or reuse) checkov in a venv of its own and kube-score, pinned in hack/versions.env, for tests/chart/test_scanners.py
+	bash hack/build-scanners.sh >/dev/null
+
+scan: venv tools scanners ## checkov and kube-score on the seed render and the operator chart: counts and every finding, as rows for docs/security-review.md
+	$(PY) hack/scan.py
 
 node-packages: ## containerd, runc, CNI plugins, iptables, buildah, debootstrap for the real node (apt, only when missing)
 	bash hack/install-node-packages.sh
