@@ -282,7 +282,8 @@ def test_defaults_render_with_only_secret_name(render):
     out = render(None, "--set", "credentials.secretName=x", release="db", namespace="team-a")
     assert sorted(out.by_key) == sorted([
         ("ConfigMap", "db-scripts"), ("StatefulSet", "db"), ("Service", "db"),
-        ("Service", "db-headless"), ("Service", "db-ro"), ("NetworkPolicy", "db"), ("Pod", "db-test"),
+        ("Service", "db-headless"), ("Service", "db-ro"), ("NetworkPolicy", "db"),
+        ("NetworkPolicy", "db-clients"), ("Pod", "db-test"),
     ])
     assert out.get("StatefulSet", "db")["spec"]["replicas"] == 1
     assert all(d["metadata"]["namespace"] == "team-a" for d in out.docs)
@@ -384,13 +385,38 @@ def test_passthrough_scheduling_and_resources(render):
     assert container(spec, "postgres")["resources"] == extra["resources"]
 
     bare = render(seed()).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]
-    for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity"):
+    for key in ("imagePullSecrets", "nodeSelector", "tolerations"):
         assert key not in bare, key
+    assert bare["affinity"] == ANTI_AFFINITY["soft"]
     assert container(bare, "postgres")["resources"] == SMALL_DATABASE
 
 
-SMALL_DATABASE = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
-SMALL_BACKUP = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}}
+DATABASE_PODS = {"topologyKey": "kubernetes.io/hostname",
+                 "labelSelector": {"matchLabels": {**SELECTOR, "app.kubernetes.io/component": "database"}}}
+ANTI_AFFINITY = {
+    "soft": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": DATABASE_PODS}]}},
+    "hard": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [DATABASE_PODS]}},
+}
+
+
+def test_anti_affinity_preset_spreads_database_pods_unless_affinity_is_given(render):
+    """soft (default) prefers one database pod per node, hard requires it, none sets nothing; a given
+    affinity replaces the preset; backup pods never get it (they share the instance labels)."""
+    for preset, expected in ANTI_AFFINITY.items():
+        out = render(seed(podAntiAffinityPreset=preset))
+        assert out.get("StatefulSet", RELEASE)["spec"]["template"]["spec"]["affinity"] == expected, preset
+        assert "affinity" not in cronjob_pod(out)["spec"]
+    assert "affinity" not in render(seed(podAntiAffinityPreset="none")).get(
+        "StatefulSet", RELEASE)["spec"]["template"]["spec"]
+    own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    assert render(seed(affinity=own)).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]["affinity"] == own
+
+
+SMALL_DATABASE = {"requests": {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"},
+                  "limits": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"}}
+SMALL_BACKUP = {"requests": {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "16Mi"},
+                "limits": {"cpu": "500m", "memory": "512Mi", "ephemeral-storage": "256Mi"}}
 
 
 def every_container(out) -> dict[str, dict]:
@@ -411,15 +437,23 @@ def test_resources_presets_fit_a_resource_quota(render):
     assert containers["Pod/test"]["resources"] == SMALL_BACKUP
     for name, c in containers.items():
         for part in ("requests", "limits"):
-            assert {"cpu", "memory"} <= set(c["resources"][part]), (name, part)
+            assert {"cpu", "memory", "ephemeral-storage"} <= set(c["resources"][part]), (name, part)
 
     own = {"requests": {"memory": "2Gi"}}
     chosen = every_container(render(seed(resources=own, backup={**seed()["backup"], "resourcesPreset": "large"})))
     assert chosen["StatefulSet/postgres"]["resources"] == own
-    assert chosen["CronJob/backup"]["resources"] == {"requests": {"cpu": "1", "memory": "1Gi"},
-                                                     "limits": {"cpu": "2", "memory": "4Gi"}}
+    assert chosen["CronJob/backup"]["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "16Mi"},
+        "limits": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "256Mi"}}
     medium = every_container(render(seed(resourcesPreset="medium")))["StatefulSet/postgres"]["resources"]
-    assert medium == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    assert medium == {"requests": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "64Mi"},
+                      "limits": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "2Gi"}}
+    out = render(seed())
+    for pod in (out.get("StatefulSet", RELEASE)["spec"]["template"], cronjob_pod(out),
+                out.get("Pod", f"{RELEASE}-test")):
+        for volume in pod["spec"]["volumes"]:
+            if "emptyDir" in volume:
+                assert volume["emptyDir"].get("sizeLimit"), (pod["metadata"].get("name"), volume["name"])
     bare = every_container(render(seed(resourcesPreset="none", backup={**seed()["backup"], "resourcesPreset": "none"})))
     assert all("resources" not in c for c in bare.values()), bare
 
@@ -460,6 +494,15 @@ def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
     narrowed = render(seed(networkPolicy={"enabled": True, "allowedClients": clients}))
     assert narrowed.get("NetworkPolicy", RELEASE)["spec"]["ingress"][0]["from"] == [own, *clients]
     assert render(seed(networkPolicy={"enabled": False})).kinds("NetworkPolicy") == []
+    # The backup and test pods serve nothing: a policy of their own admits no ingress at all.
+    clients = out.get("NetworkPolicy", f"{RELEASE}-clients")["spec"]
+    assert clients["policyTypes"] == ["Ingress"] and "ingress" not in clients
+    selector = clients["podSelector"]
+    for pod in (cronjob_pod(out), out.get("Pod", f"{RELEASE}-test")):
+        labels = pod["metadata"]["labels"]
+        assert selector["matchLabels"].items() <= labels.items()
+        assert labels["app.kubernetes.io/component"] in selector["matchExpressions"][0]["values"]
+    assert sts["metadata"]["labels"]["app.kubernetes.io/component"] not in selector["matchExpressions"][0]["values"]
 
 
 def test_image_by_digest_and_pull_policy(render):

@@ -241,7 +241,25 @@ def test_deployment_probe_image_and_resources(render):
     assert ports["health"] == 8080
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
-    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "64Mi"},
+                                      "limits": {"memory": "512Mi", "ephemeral-storage": "1Gi"}}
+
+
+def test_network_policy_admits_only_health_and_metrics(render):
+    """The operator's NetworkPolicy selects its pods and admits ingress to the health and metrics ports only;
+    without metrics only health; none when disabled or without the Deployment."""
+    out = render()
+    policy = out.one("NetworkPolicy")["spec"]
+    assert policy["podSelector"] == {"matchLabels": SELECTOR}
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [{"ports": [{"port": "health", "protocol": "TCP"},
+                                            {"port": "metrics", "protocol": "TCP"}]}]
+    named = {p["name"] for p in deployment_container(out)["ports"]}
+    assert {"health", "metrics"} <= named
+    no_metrics = render(None, "--set", "metrics.enabled=false").one("NetworkPolicy")["spec"]
+    assert no_metrics["ingress"] == [{"ports": [{"port": "health", "protocol": "TCP"}]}]
+    assert render(None, "--set", "networkPolicy.enabled=false").kinds("NetworkPolicy") == []
+    assert render(None, "--set", "deployment.enabled=false").kinds("NetworkPolicy") == []
 
 
 def test_deployment_scheduling_and_metadata_values(render):

@@ -73,18 +73,20 @@ digest the runtime pulls exactly that image; the tag stays for people. */}}
 Container resources: the given ones, or the named preset when none are given.
 Pass (dict "resources" .Values.resources "preset" .Values.resourcesPreset "kind" "database").
 The presets are small on purpose (a namespace with a ResourceQuota accepts the
-pods; a platform raises them): docs/configuration.md lists them.
+pods; a platform raises them): docs/configuration.md lists them. Ephemeral
+storage covers the container's log (the kubelet keeps at most about 50Mi of
+it) and the emptyDirs; the data and the dumps are on their own volumes.
 */}}
 {{- define "mydatabase.resources" -}}
 {{- $presets := dict
   "database" (dict
-    "small" (dict "requests" (dict "cpu" "100m" "memory" "256Mi") "limits" (dict "cpu" "1" "memory" "1Gi"))
-    "medium" (dict "requests" (dict "cpu" "500m" "memory" "1Gi") "limits" (dict "cpu" "2" "memory" "4Gi"))
-    "large" (dict "requests" (dict "cpu" "2" "memory" "4Gi") "limits" (dict "cpu" "4" "memory" "16Gi")))
+    "small" (dict "requests" (dict "cpu" "100m" "memory" "256Mi" "ephemeral-storage" "64Mi") "limits" (dict "cpu" "1" "memory" "1Gi" "ephemeral-storage" "1Gi"))
+    "medium" (dict "requests" (dict "cpu" "500m" "memory" "1Gi" "ephemeral-storage" "64Mi") "limits" (dict "cpu" "2" "memory" "4Gi" "ephemeral-storage" "2Gi"))
+    "large" (dict "requests" (dict "cpu" "2" "memory" "4Gi" "ephemeral-storage" "64Mi") "limits" (dict "cpu" "4" "memory" "16Gi" "ephemeral-storage" "4Gi")))
   "backup" (dict
-    "small" (dict "requests" (dict "cpu" "50m" "memory" "64Mi") "limits" (dict "cpu" "500m" "memory" "512Mi"))
-    "medium" (dict "requests" (dict "cpu" "250m" "memory" "256Mi") "limits" (dict "cpu" "1" "memory" "1Gi"))
-    "large" (dict "requests" (dict "cpu" "1" "memory" "1Gi") "limits" (dict "cpu" "2" "memory" "4Gi"))) -}}
+    "small" (dict "requests" (dict "cpu" "50m" "memory" "64Mi" "ephemeral-storage" "16Mi") "limits" (dict "cpu" "500m" "memory" "512Mi" "ephemeral-storage" "256Mi"))
+    "medium" (dict "requests" (dict "cpu" "250m" "memory" "256Mi" "ephemeral-storage" "16Mi") "limits" (dict "cpu" "1" "memory" "1Gi" "ephemeral-storage" "256Mi"))
+    "large" (dict "requests" (dict "cpu" "1" "memory" "1Gi" "ephemeral-storage" "16Mi") "limits" (dict "cpu" "2" "memory" "4Gi" "ephemeral-storage" "256Mi"))) -}}
 {{- if .resources -}}
 {{- toYaml .resources -}}
 {{- else if ne .preset "none" -}}
@@ -164,4 +166,23 @@ nobody else; the scripts copy what they need into private password files.
   secret:
     secretName: {{ include "mydatabase.secretName" . }}
     defaultMode: 0440
+{{- end -}}
+
+{{/*
+The database pods' affinity: .Values.affinity when given, else the
+podAntiAffinityPreset over the database pods on kubernetes.io/hostname: soft
+(preferred: spread over nodes, yet a one-node cluster still runs them all),
+hard (required: never two on one node) or none.
+*/}}
+{{- define "mydatabase.affinity" -}}
+{{- if .Values.affinity -}}
+{{- toYaml .Values.affinity -}}
+{{- else if ne .Values.podAntiAffinityPreset "none" -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (merge (include "mydatabase.selectorLabels" . | fromYaml) (dict "app.kubernetes.io/component" "database"))) -}}
+{{- if eq .Values.podAntiAffinityPreset "hard" -}}
+{{- toYaml (dict "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term))) -}}
+{{- else -}}
+{{- toYaml (dict "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term)))) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
