@@ -283,17 +283,29 @@ def node_manifest(index: int) -> dict:
                 "type": "kwok",
             },
         },
-        # Simulated capacity: enough for a benchmark of hundreds of databases.
-        "status": {
-            "allocatable": {"cpu": "1000", "memory": "4Ti", "pods": "2000"},
-            "capacity": {"cpu": "1000", "memory": "4Ti", "pods": "2000"},
-        },
+        "status": node_capacity(),
     }
+
+
+def node_capacity() -> dict:
+    """Simulated capacity: enough for a benchmark of hundreds of databases. Ephemeral storage too: a
+    pod that requests some (the chart's presets do) never fits a node that reports none."""
+    resources = {"cpu": "1000", "memory": "4Ti", "ephemeral-storage": "100Ti", "pods": "2000"}
+    return {"allocatable": resources, "capacity": resources}
+
+
+def set_node_capacity(bins: Path) -> None:
+    """apply sets a node's status only when it creates the node: a cluster kept from an older
+    checkout gets today's capacity too."""
+    for index in range(NODE_COUNT):
+        kubectl(bins, "patch", "node", f"kwok-node-{index}", "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": node_capacity()}))
 
 
 def install_cluster_objects(bins: Path) -> None:
     nodes = {"apiVersion": "v1", "kind": "List", "items": [node_manifest(i) for i in range(NODE_COUNT)]}
     kubectl(bins, "apply", "-f", "-", stdin=json.dumps(nodes))
+    set_node_capacity(bins)
     kubectl(bins, "apply", "-f", str(HACK_DIR / "storage.yaml"))
     kubectl(bins, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s")
     log(f"{NODE_COUNT} simulated nodes are Ready")
@@ -324,6 +336,7 @@ def cmd_up(_: argparse.Namespace) -> None:
     bins = bin_dir()
     if healthy():
         log("already running")
+        set_node_capacity(bins)
         print_usage(bins)
         return
     taken = real_node_taken()

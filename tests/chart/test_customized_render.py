@@ -71,11 +71,13 @@ def test_an_invalid_platform_config_is_refused_plainly(helm_bin, tmp_path):
 
 
 def test_values_piped_into_helm_template_equal_render(helm_bin, tmp_path):
-    """Without object patches, `values | helm template -f -` renders the same objects as `render`."""
+    """Without object patches, `values | helm template -f - --no-hooks` renders the same objects as `render`
+    (which leaves the `helm test` hook out, as `helm upgrade` does)."""
     platform = {"values": PLATFORM["values"]}
     values = cli(helm_bin, "values", "-f", str(SEED), platform=platform, tmp_path=tmp_path)
     assert values.returncode == 0, values.stderr
-    plain = subprocess.run([helm_bin, "template", "production-db", str(CHART), "--namespace", "default", "-f", "-"],
+    plain = subprocess.run([helm_bin, "template", "production-db", str(CHART), "--namespace", "default", "-f", "-",
+                            "--no-hooks"],
                            input=values.stdout, capture_output=True, text=True, check=True).stdout
     rendered = cli(helm_bin, "render", "-f", str(SEED), platform=platform, tmp_path=tmp_path).stdout
     assert by_kind_name(plain) == by_kind_name(rendered)

@@ -1,9 +1,21 @@
 """The `helm test` pod's command (scripts/test-connection.sh) as the rendered Pod runs it, against the
-session's primary (the read-write Service) and replica (the read-only one)."""
+session's primary (the read-write Service) and replica (the read-only one). `render` leaves hooks out (as
+`helm upgrade` does), so the test pod comes from `helm template` of the operator's values."""
 
 from __future__ import annotations
 
-from .harness import Container
+import copy
+
+import pytest
+import yaml
+
+from .harness import EXAMPLE, Container, find_helm, render_with
+
+
+@pytest.fixture(scope="module")
+def with_hooks(tmp_path_factory):
+    return render_with(find_helm(), copy.deepcopy(yaml.safe_load(EXAMPLE.read_text())),
+                       tmp_path_factory.mktemp("hooks"))
 
 
 def helm_test_pod(machine, rendered, **env: str):
@@ -14,10 +26,10 @@ def helm_test_pod(machine, rendered, **env: str):
     return machine.run(container.command, {**container.env, **env}, cwd=home)
 
 
-def test_helm_test_writes_reads_and_finds_a_replica(machine, rendered, primary, replica):
+def test_helm_test_writes_reads_and_finds_a_replica(machine, with_hooks, primary, replica):
     """A row through the read-write Service, read back there and through the read-only Service from a
     replica; the table is gone afterwards."""
-    result = helm_test_pod(machine, rendered)
+    result = helm_test_pod(machine, with_hooks)
     assert result.returncode == 0, result.stdout + result.stderr
     # The Services' names, localized: 127.0.0.1 is the primary, 127.0.0.2 the replica.
     assert "through 127.0.0.1 (the primary)" in result.stdout
@@ -25,8 +37,8 @@ def test_helm_test_writes_reads_and_finds_a_replica(machine, rendered, primary, 
     assert primary.sql("SELECT to_regclass('mydatabase_helm_test') IS NULL") == "t"
 
 
-def test_helm_test_fails_when_the_read_only_service_reaches_the_primary(machine, rendered, primary, replica):
+def test_helm_test_fails_when_the_read_only_service_reaches_the_primary(machine, with_hooks, primary, replica):
     """A read-only Service that lands on the primary is a failure, named."""
-    result = helm_test_pod(machine, rendered, RO_HOST="127.0.0.1")
+    result = helm_test_pod(machine, with_hooks, RO_HOST="127.0.0.1")
     assert result.returncode != 0
     assert "127.0.0.1 is not a replica" in result.stderr, result.stderr

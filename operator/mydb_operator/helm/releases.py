@@ -93,10 +93,14 @@ class Helm:
         return self._chart
 
     async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+        """The objects `upgrade` would apply. Hooks are left out: `helm upgrade` does not apply the chart's
+        `helm test` pod (only `helm test` does), and a dry-run must equal what is applied."""
         chart = await self.chart()
         try:
             async with self._slots, helm_timer("template"):
-                rendered = await self.client.template_resources(chart, release, values, namespace=namespace)
+                rendered = await self.client.template_resources(
+                    chart, release, values, namespace=namespace, no_hooks=True
+                )
             return [doc for doc in rendered if doc]
         except helm_errors.Error as error:
             raise HelmError(helm_message(error)) from None
