@@ -78,7 +78,7 @@ def cmd_render(args: argparse.Namespace) -> None:
     values = values_for(database, loaded)
     namespace = args.namespace or database["metadata"].get("namespace") or "default"
     try:
-        objects = asyncio.run(make_helm(loaded).template(database["metadata"]["name"], namespace, values))
+        objects = asyncio.run(make_helm(loaded).template(namespace, database["metadata"]["name"], values))
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)
@@ -164,8 +164,8 @@ def lead(args: argparse.Namespace) -> LeaderLease:
 
     load_config()
     lease = election.LeaderLease(
-        args.leader_lease_name,
         args.leader_lease_namespace or default_namespace(),
+        args.leader_lease_name,
         default_identity(),
         duration=args.leader_lease_seconds,
         scope=scope_of(CONFIG.namespaces),

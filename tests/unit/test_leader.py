@@ -249,7 +249,7 @@ def leases() -> FakeLeases:
 
 def instance(leases: FakeLeases, identity: str, scope: str = "*", name: str = "mydb-operator",
              namespace: str = "ops") -> LeaderLease:
-    lease = LeaderLease(name, namespace, identity, duration=15, scope=scope)
+    lease = LeaderLease(namespace, name, identity, duration=15, scope=scope)
     lease.api = leases  # type: ignore[assignment]
     return lease
 
@@ -350,7 +350,7 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
 
     def refused(*_: Any, **__: Any) -> None:
         raise urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused")  # type: ignore[arg-type]
-    me = LeaderLease("mydb-operator", "ops", "me-1", duration=1)
+    me = LeaderLease("ops", "mydb-operator", "me-1", duration=1)
     me.api = leases  # type: ignore[assignment]
     assert me.try_acquire()
     monkeypatch.setattr(leases, "read_namespaced_lease", refused)

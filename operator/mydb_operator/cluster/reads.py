@@ -13,7 +13,7 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
 @threaded
-def observation(release: str, namespace: str) -> Observation:
+def observation(namespace: str, release: str) -> Observation:
     """One database's objects from the API: four label-selected lists and two reads by name."""
     core, apps, batch = clients.core(), clients.apps(), clients.batch()
     selector = names.label_selector(names.selector_labels(release))

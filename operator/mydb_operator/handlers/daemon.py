@@ -28,7 +28,7 @@ def snapshot_of(body: kopf.Body) -> dict[str, Any]:
 
 @kopf.daemon(names.GROUP, names.VERSION, names.PLURAL, cancellation_timeout=10.0)
 async def run_database(
-    body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
+    body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
     """Reconcile one database until it is deleted or the operator stops."""
     assert namespace is not None  # MyDatabase is a namespaced resource

@@ -59,7 +59,7 @@ async def incompatibilities(helm: Helm, platform: Platform) -> list[str]:
             }
         )
         try:
-            objects = await helm.template(PROBE, "default", database_values(PROBE, spec, platform))
+            objects = await helm.template("default", PROBE, database_values(PROBE, spec, platform))
         except HelmError as error:
             problems.append(f"version {major}.x: helm template failed: {error}")
             continue

@@ -19,7 +19,7 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 
-async def grow_storage(name: str, namespace: str, size: str, seen: Observation) -> str:
+async def grow_storage(namespace: str, name: str, size: str, seen: Observation) -> str:
     """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
     for claim in seen.claims:
         await writes.grow_claim(namespace, claim["metadata"]["name"], size)
@@ -39,7 +39,7 @@ async def act(target: Target, seen: Observation, decision: Decision, runtime: Ru
     )
     blocker = await missing_prerequisite(namespace, spec, seen, first_install=not target.applied)
     if blocker is None:
-        created, blocker = await ensure_credentials(name, namespace, spec, first_install=not target.applied)
+        created, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
         if created:
             done.events.append(("Normal", "CredentialsCreated", created))
     if blocker is not None:
@@ -47,8 +47,8 @@ async def act(target: Target, seen: Observation, decision: Decision, runtime: Ru
         return done
     try:
         if decision.storage.grow:
-            done.events.append(("Normal", "Resizing", await grow_storage(name, namespace, spec.storage, seen)))
-        result = await runtime.helm.upgrade(name, namespace, decision.values)
+            done.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, seen)))
+        result = await runtime.helm.upgrade(namespace, name, decision.values)
     except (HelmError, TimeoutError) as error:
         done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
         return done
@@ -65,5 +65,5 @@ async def act(target: Target, seen: Observation, decision: Decision, runtime: Ru
     done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
     done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
-    done.seen = await observe_after_helm(name, namespace, decision.effective, runtime)
+    done.seen = await observe_after_helm(namespace, name, decision.effective, runtime)
     return done

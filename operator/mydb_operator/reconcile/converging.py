@@ -18,7 +18,7 @@ async def converge(target: Target, seen: Observation, runtime: Runtime, *, fresh
     one exception is a first install onto nothing: Helm runs whatever a read
     would show, and with no StatefulSet or claim there is no version or size
     to hold back."""
-    decision = await decide(target.name, target.spec, seen, target.applied, runtime)
+    decision = await decide(target, seen, runtime)
     if decision.why is None:
         return Converged(
             seen, target.applied, target.operation, problem=decision.problem, storage_blocked=decision.storage_blocked
@@ -28,8 +28,8 @@ async def converge(target: Target, seen: Observation, runtime: Runtime, *, fresh
     # slot, each holding a fresh read of whole objects, were most of the peak memory.
     async with runtime.acting:
         if not (fresh or first_install):
-            seen = await observe_fresh(target.name, target.namespace, runtime)
-            decision = await decide(target.name, target.spec, seen, target.applied, runtime)
+            seen = await observe_fresh(target.namespace, target.name, runtime)
+            decision = await decide(target, seen, runtime)
             if decision.why is None:
                 return Converged(
                     seen,

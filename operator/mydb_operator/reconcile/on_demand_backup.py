@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 async def backup_on_demand(
-    name: str, namespace: str, annotations: dict[str, str], previous: dict[str, Any], seen: Observation
+    namespace: str, name: str, annotations: dict[str, str], previous: dict[str, Any], seen: Observation
 ) -> tuple[dict[str, str], list[Event]]:
     """Turn a new myapp.example.com/backup-now annotation into a Job, once per value."""
     earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand")}

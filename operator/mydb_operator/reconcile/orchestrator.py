@@ -22,8 +22,8 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     meta = body["metadata"]
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
-    cached = from_cache(name, namespace, runtime)
-    seen = cached if cached is not None else await observe_fresh(name, namespace, runtime)
+    cached = from_cache(namespace, name, runtime)
+    seen = cached if cached is not None else await observe_fresh(namespace, name, runtime)
     spec: DatabaseSpec | None = None
     try:
         parsed = parse_spec(body.get("spec") or {})
@@ -36,7 +36,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         done = await converge(target, seen, runtime, fresh=cached is None)
     await label_roles(namespace, done.seen.pods)
     on_demand, backup_events = await backup_on_demand(
-        name, namespace, meta.get("annotations") or {}, previous, done.seen
+        namespace, name, meta.get("annotations") or {}, previous, done.seen
     )
     done.events += backup_events
     status = build_status(

@@ -17,6 +17,7 @@ from ..policy.drift import drift
 from ..policy.storage import StoragePlan, storage_plan
 from ..policy.version_change import version_refusal
 from ..status.problem import Problem
+from .outcomes import Target
 from .runtime import Runtime
 
 
@@ -55,10 +56,10 @@ async def plan_changes(spec: DatabaseSpec, seen: Observation) -> tuple[DatabaseS
     return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
 
 
-async def decide(
-    name: str, spec: DatabaseSpec, seen: Observation, applied: dict[str, Any] | None, runtime: Runtime
-) -> Decision:
-    effective, storage, refusal = await plan_changes(spec, seen)
+async def decide(target: Target, seen: Observation, runtime: Runtime) -> Decision:
+    """Why Helm must run for `target` as `seen` (None: it need not), with the values it would apply."""
+    name, applied = target.name, target.applied
+    effective, storage, refusal = await plan_changes(target.spec, seen)
     decision = Decision(
         effective=effective,
         storage=storage,

@@ -16,10 +16,10 @@ from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, a
 from .problem import Problem
 
 
-def endpoints(release: str, namespace: str, port: int = names.POSTGRES_PORT) -> dict[str, str]:
+def endpoints(namespace: str, release: str, port: int = names.POSTGRES_PORT) -> dict[str, str]:
     return {
-        "primary": f"{names.service_host(names.read_write_service(release), namespace)}:{port}",
-        "replicas": f"{names.service_host(names.read_only_service(release), namespace)}:{port}",
+        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{port}",
+        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{port}",
     }
 
 
@@ -89,7 +89,7 @@ def build_status(
         "selector": names.label_selector(names.selector_labels(release)),
         "observedGeneration": generation,
         "conditions": conditions,
-        "endpoints": endpoints(release, namespace),
+        "endpoints": endpoints(namespace, release),
     }
     running = running_version(observation.statefulset)
     if running:
