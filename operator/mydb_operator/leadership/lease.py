@@ -85,11 +85,11 @@ class LeaderLease:
         log.info(
             "waiting to lead (Lease %s/%s, identity %s, scope %s)", self.namespace, self.name, self.identity, self.scope
         )
-        seen: str | None = None
+        last_logged_holder: str | None = None
         while not self._attempt():
-            if self.holder and self.holder != seen:
+            if self.holder and self.holder != last_logged_holder:
                 log.info("%s", self.standby_status())
-            seen = self.holder
+            last_logged_holder = self.holder
             time.sleep(retry_every)
         log.info("became the leader (Lease %s/%s, identity %s)", self.namespace, self.name, self.identity)
 

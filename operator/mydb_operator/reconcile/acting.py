@@ -19,25 +19,25 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 
-async def grow_storage(namespace: str, name: str, size: str, seen: Observation) -> str:
+async def grow_storage(namespace: str, name: str, size: str, observed: Observation) -> str:
     """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
-    for claim in seen.claims:
+    for claim in observed.claims:
         await writes.grow_claim(namespace, claim["metadata"]["name"], size)
     await writes.orphan_statefulset(namespace, name)
-    return f"growing {len(seen.claims)} claims to {size}; StatefulSet re-created around its running pods"
+    return f"growing {len(observed.claims)} claims to {size}; StatefulSet re-created around its running pods"
 
 
-async def act(target: Target, seen: Observation, decision: Decision, runtime: Runtime) -> Converged:
+async def act(target: Target, observed: Observation, decision: Decision, runtime: Runtime) -> Converged:
     """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
     namespace, name, spec = target.namespace, target.name, target.spec
     done = Converged(
-        seen=seen,
+        observed=observed,
         applied=target.applied,
         operation=target.operation,
         problem=decision.problem,
         storage_blocked=decision.storage_blocked,
     )
-    blocker = await missing_prerequisite(namespace, spec, seen, first_install=not target.applied)
+    blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
         created, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
         if created:
@@ -47,7 +47,7 @@ async def act(target: Target, seen: Observation, decision: Decision, runtime: Ru
         return done
     try:
         if decision.storage.grow:
-            done.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, seen)))
+            done.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, observed)))
         result = await runtime.helm.upgrade(namespace, name, decision.values)
     except (HelmError, TimeoutError) as error:
         done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
@@ -65,5 +65,5 @@ async def act(target: Target, seen: Observation, decision: Decision, runtime: Ru
     done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
     done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
-    done.seen = await observe_after_helm(namespace, name, decision.effective, runtime)
+    done.observed = await observe_after_helm(namespace, name, decision.effective, runtime)
     return done

@@ -23,20 +23,20 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
     cached = from_cache(namespace, name, runtime)
-    seen = cached if cached is not None else await observe_fresh(namespace, name, runtime)
+    observed = cached if cached is not None else await observe_fresh(namespace, name, runtime)
     spec: DatabaseSpec | None = None
     try:
         parsed = parse_spec(body.get("spec") or {})
     except SpecError as error:
         problem = Problem("InvalidSpec", str(error))
-        done = Converged(seen, previous.get("release"), previous.get("lastOperation"), problem=problem)
+        done = Converged(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
         spec = parsed
         target = Target(namespace, name, parsed, previous.get("release"), previous.get("lastOperation"))
-        done = await converge(target, seen, runtime, fresh=cached is None)
-    await label_roles(namespace, done.seen.pods)
+        done = await converge(target, observed, runtime, fresh=cached is None)
+    await label_roles(namespace, done.observed.pods)
     on_demand, backup_events = await backup_on_demand(
-        namespace, name, meta.get("annotations") or {}, previous, done.seen
+        namespace, name, meta.get("annotations") or {}, previous, done.observed
     )
     done.events += backup_events
     status = build_status(
@@ -44,7 +44,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         namespace=namespace,
         generation=generation,
         spec=spec,
-        observation=done.seen,
+        observation=done.observed,
         applied=done.applied,
         problem=done.problem,
         previous=previous,

@@ -26,7 +26,7 @@ class Target:
 class Converged:
     """What one pass of converge() did: the release now applied and what to report."""
 
-    seen: Observation
+    observed: Observation
     applied: dict[str, Any] | None
     operation: dict[str, Any] | None
     events: list[Event] = field(default_factory=list)

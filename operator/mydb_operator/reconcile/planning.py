@@ -35,31 +35,31 @@ class Decision:
     storage_blocked: str | None = None
 
 
-async def expansion_allowed(spec: DatabaseSpec, seen: Observation) -> bool | None:
+async def expansion_allowed(spec: DatabaseSpec, observed: Observation) -> bool | None:
     """Whether the data claims' StorageClass allows expansion (None: no such class)."""
-    class_name = next((c["spec"].get("storageClassName") for c in seen.claims), None) or spec.storage_class_name
-    found = await (reads.storage_class(class_name) if class_name else reads.default_storage_class())
-    return None if found is None else bool(found.get("allowVolumeExpansion"))
+    class_name = next((c["spec"].get("storageClassName") for c in observed.claims), None) or spec.storage_class_name
+    storage_class = await (reads.storage_class(class_name) if class_name else reads.default_storage_class())
+    return None if storage_class is None else bool(storage_class.get("allowVolumeExpansion"))
 
 
-async def plan_changes(spec: DatabaseSpec, seen: Observation) -> tuple[DatabaseSpec, StoragePlan, str | None]:
+async def plan_changes(spec: DatabaseSpec, observed: Observation) -> tuple[DatabaseSpec, StoragePlan, str | None]:
     """The spec Helm may apply now, the storage plan, and why the version was held back.
 
     Held-back parts keep their running value, so everything else in the spec
     still rolls out."""
-    running = running_version(seen.statefulset)
+    running = running_version(observed.statefulset)
     refusal = version_refusal(spec, running)
     effective = dataclasses.replace(spec, version=running) if refusal and running else spec
-    template_size = claim_template_size(seen.statefulset)
-    allowed = await expansion_allowed(spec, seen) if template_size and template_size != spec.storage else None
+    template_size = claim_template_size(observed.statefulset)
+    allowed = await expansion_allowed(spec, observed) if template_size and template_size != spec.storage else None
     plan = storage_plan(spec, template_size, allowed)
     return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
 
 
-async def decide(target: Target, seen: Observation, runtime: Runtime) -> Decision:
-    """Why Helm must run for `target` as `seen` (None: it need not), with the values it would apply."""
+async def decide(target: Target, observed: Observation, runtime: Runtime) -> Decision:
+    """Why Helm must run for `target` as `observed` (None: it need not), with the values it would apply."""
     name, applied = target.name, target.applied
-    effective, storage, refusal = await plan_changes(target.spec, seen)
+    effective, storage, refusal = await plan_changes(target.spec, observed)
     decision = Decision(
         effective=effective,
         storage=storage,
@@ -74,7 +74,7 @@ async def decide(target: Target, seen: Observation, runtime: Runtime) -> Decisio
     decision.wanted = release_hash(runtime.helm.digest, decision.values)
     decision.repair = bool(applied and applied.get("appliedHash") == decision.wanted)
     if decision.repair:
-        decision.why = drift(effective, decision.values, seen, name)  # usually None: nothing to do
+        decision.why = drift(effective, decision.values, observed, name)  # usually None: nothing to do
     else:
         decision.why = "first install" if not applied else "spec or chart changed"
     return decision

@@ -11,10 +11,10 @@ from ..status.problem import Problem
 
 
 async def missing_prerequisite(
-    namespace: str, spec: DatabaseSpec, seen: Observation, first_install: bool
+    namespace: str, spec: DatabaseSpec, observed: Observation, first_install: bool
 ) -> Problem | None:
     """What Helm would not notice but the pods would: a missing StorageClass or restore source."""
-    if spec.storage_class_name and not seen.claims and await reads.storage_class(spec.storage_class_name) is None:
+    if spec.storage_class_name and not observed.claims and await reads.storage_class(spec.storage_class_name) is None:
         # Helm would succeed and leave every pod Pending on an unbindable claim.
         return Problem(
             "StorageClassNotFound", f"spec.storageClassName: StorageClass {spec.storage_class_name} does not exist"

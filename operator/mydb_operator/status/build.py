@@ -44,7 +44,7 @@ def build_status(
     ready_pods = [p for p in pods if is_ready(p)]
     desired = 0 if spec is None or spec.hibernate else spec.replicas
     failures = [f for f in (pod_failure(p) for p in pods) if f]
-    found = assess(
+    assessment = assess(
         problem=problem,
         hibernating=spec is not None and spec.hibernate,
         installed=applied is not None,
@@ -54,7 +54,7 @@ def build_status(
         rolled_out=rolled_out(observation.statefulset, desired),
         failures=failures,
     )
-    phase, ready, reason, message = found.phase, found.ready, found.reason, found.message
+    phase, ready, reason, message = assessment.phase, assessment.ready, assessment.reason, assessment.message
 
     progressing = phase in (DEPLOYING, PENDING) or (phase == HIBERNATED and bool(pods))
     failing = phase in (DEGRADED, FAILED)
@@ -108,8 +108,10 @@ def build_status(
     if backup:
         status["backup"] = backup
     if spec is not None and spec.backup:
-        healthy, why, said = backups.health(backup)
-        conditions.append(condition(old_conditions, "BackupHealthy", healthy, why, said, now, generation))
+        healthy, backup_reason, backup_message = backups.health(backup)
+        conditions.append(
+            condition(old_conditions, "BackupHealthy", healthy, backup_reason, backup_message, now, generation)
+        )
     return status
 
 
