@@ -5,28 +5,22 @@ from __future__ import annotations
 from ..model.observation import Observation
 from .acting import act
 from .observing import observe_fresh
-from .outcomes import Converged, Target
+from .outcomes import Outcome, Target
 from .planning import decide
 from .runtime import Runtime
 
 
-async def converge(target: Target, observed: Observation, runtime: Runtime, *, fresh: bool = False) -> Converged:
+async def converge(target: Target, observed: Observation, runtime: Runtime, *, fresh: bool = False) -> Outcome:
     """Run Helm if the values changed or a child drifted; grow storage first when asked.
 
     `observed` may come from the cache (fresh=False); anything that acts is decided
     again on a fresh API read, so a cache a moment behind never runs Helm. The
-    one exception is a first install with nothing of the database there yet: Helm runs whatever a read
-    would show, and with no StatefulSet or claim there is no version or size
-    to hold back."""
+    one exception is a first install with nothing of the database there yet:
+    Helm runs whatever a read would show, and with no StatefulSet or claim there
+    is no version or size to hold back."""
     decision = await decide(target, observed, runtime)
     if decision.why is None:
-        return Converged(
-            observed,
-            target.applied,
-            target.operation,
-            problem=decision.problem,
-            storage_blocked=decision.storage_blocked,
-        )
+        return decision.unchanged(target, observed)
     first_install = not target.applied and observed.statefulset is None and not observed.claims
     # Only a few databases act at once: hundreds of reconciles waiting for a Helm
     # slot, each holding a fresh read of whole objects, were most of the peak memory.
@@ -35,11 +29,5 @@ async def converge(target: Target, observed: Observation, runtime: Runtime, *, f
             observed = await observe_fresh(target.namespace, target.name, runtime)
             decision = await decide(target, observed, runtime)
             if decision.why is None:
-                return Converged(
-                    observed,
-                    target.applied,
-                    target.operation,
-                    problem=decision.problem,
-                    storage_blocked=decision.storage_blocked,
-                )
+                return decision.unchanged(target, observed)
         return await act(target, observed, decision, runtime)

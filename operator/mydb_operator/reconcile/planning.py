@@ -17,7 +17,7 @@ from ..policy.drift import drift
 from ..policy.storage import StoragePlan, storage_plan
 from ..policy.version_change import version_refusal
 from ..status.problem import Problem
-from .outcomes import Target
+from .outcomes import Outcome, Target
 from .runtime import Runtime
 
 
@@ -29,10 +29,20 @@ class Decision:
     storage: StoragePlan
     why: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
-    wanted: str = ""  # the release hash of `values`
+    values_hash: str = ""  # the release hash of `values`, stored as status.release.appliedHash
     repair: bool = False  # the values are applied already; the live objects drifted
     problem: Problem | None = None
-    storage_blocked: str | None = None
+
+    @property
+    def storage_blocked(self) -> str | None:
+        """Why the storage growth waits, while the rest of the spec still rolls out."""
+        return self.storage.refusal
+
+    def unchanged(self, target: Target, observed: Observation) -> Outcome:
+        """The outcome while nothing is applied: the release and operation as the last pass left them."""
+        return Outcome(
+            observed, target.applied, target.operation, problem=self.problem, storage_blocked=self.storage_blocked
+        )
 
 
 async def expansion_allowed(spec: DatabaseSpec, observed: Observation) -> bool | None:
@@ -63,7 +73,6 @@ async def decide(target: Target, observed: Observation, runtime: Runtime) -> Dec
     decision = Decision(
         effective=effective,
         storage=storage,
-        storage_blocked=storage.refusal,
         problem=Problem("ChangeRefused", refusal) if refusal else None,
     )
     try:
@@ -71,8 +80,8 @@ async def decide(target: Target, observed: Observation, runtime: Runtime) -> Dec
     except (SpecError, PlatformError) as error:
         decision.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
         return decision
-    decision.wanted = release_hash(runtime.helm.digest, decision.values)
-    decision.repair = bool(applied and applied.get("appliedHash") == decision.wanted)
+    decision.values_hash = release_hash(runtime.helm.digest, decision.values)
+    decision.repair = bool(applied and applied.get("appliedHash") == decision.values_hash)
     if decision.repair:
         decision.why = drift(effective, decision.values, observed, name)  # usually None: nothing to do
     else:
