@@ -7,13 +7,15 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
 from . import names
-from .config import BUNDLED_CHART, CONFIG
+from .config import BUNDLED_CHART, Config
 from .desired.platform import Platform, PlatformError, load_platform
 from .desired.values import database_values
 from .helm import chart_check, chart_source
@@ -25,6 +27,7 @@ from .model.spec import parse_spec
 from .telemetry import logs
 
 if TYPE_CHECKING:
+    from .handlers.memo import OperatorMemo
     from .leadership.lease import LeaderLease
 
 # Not __name__: run as `python -m mydb_operator.cli`, this module is __main__.
@@ -41,19 +44,21 @@ def load_database(path: str) -> dict[str, Any]:
     return databases[0]
 
 
-def platform() -> Platform:
+def platform(config: Config) -> Platform:
     try:
-        return load_platform(CONFIG.platform_config)
+        return load_platform(config.platform_config)
     except PlatformError as error:
         raise SystemExit(f"mydb-operator: platform config: {error}") from None
 
 
-def make_helm(loaded: Platform) -> Helm:
+def make_helm(config: Config, loaded: Platform) -> Helm:
     try:
         return Helm(
-            CONFIG.chart_dir,
-            executable=CONFIG.helm,
-            platform_config=CONFIG.platform_config,
+            config.chart_dir,
+            executable=config.helm,
+            history_max=config.history_max,
+            max_parallel=config.helm_parallel,
+            platform_config=config.platform_config,
             post_render=bool(loaded.object_patches),
         )
     except HelmError as error:
@@ -67,47 +72,69 @@ def values_for(database: dict[str, Any], loaded: Platform) -> dict[str, Any]:
         raise SystemExit(f"invalid {names.KIND}: {error}") from None
 
 
-def cmd_values(args: argparse.Namespace) -> None:
-    yaml.safe_dump(values_for(load_database(args.file), platform()), sys.stdout, sort_keys=True)
+def cmd_values(args: argparse.Namespace, config: Config) -> None:
+    yaml.safe_dump(values_for(load_database(args.file), platform(config)), sys.stdout, sort_keys=True)
 
 
-def cmd_render(args: argparse.Namespace) -> None:
+def cmd_render(args: argparse.Namespace, config: Config) -> None:
     """The manifests the operator would apply: same values, same chart, same object patches."""
     database = load_database(args.file)
-    loaded = platform()
+    loaded = platform(config)
     values = values_for(database, loaded)
     namespace = args.namespace or database["metadata"].get("namespace") or "default"
     try:
-        objects = asyncio.run(make_helm(loaded).template(namespace, database["metadata"]["name"], values))
+        objects = asyncio.run(make_helm(config, loaded).template(namespace, database["metadata"]["name"], values))
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)
 
 
-def preflight(chart: str) -> None:
-    """Fail fast and plainly, before kopf starts: helm, chart and platform config must work together."""
-    loaded = platform()
-    problems = asyncio.run(chart_check.incompatibilities(make_helm(loaded), loaded))
+def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
+    """Check the platform config and the chart, once, before kopf starts; fail fast and plainly.
+
+    The Helm and platform checked here are the ones the handlers use (kopf's memo),
+    and the check runs on the event loop kopf then runs on."""
+    from .handlers.memo import operator_memo
+
+    loaded = platform(config)
+    helm = make_helm(config, loaded)
+    problems = runner.run(chart_check.incompatibilities(helm, loaded))
     if problems:
         raise SystemExit(
-            "mydb-operator: the chart " + chart + " does not fit the operator:\n  " + "\n  ".join(problems)
+            "mydb-operator: the chart "
+            + (config.chart_origin or str(config.chart_dir))
+            + " does not fit the operator:\n  "
+            + "\n  ".join(problems)
         )
+    return operator_memo(config, loaded, helm)
 
 
-def use_chart(args: argparse.Namespace) -> str:
-    """Settle the chart: a directory, or an OCI chart pulled once now. Returns how to name it in messages."""
+def settings(args: argparse.Namespace) -> Config:
+    """The environment's settings (MYDB_*) under the command line's; an OCI chart is pulled once, now."""
+    config = Config()
+    if args.helm:
+        config = replace(config, helm=args.helm)
     try:
         source = chart_source.from_settings(
             args.chart, args.chart_version, args.chart_plain_http, os.environ, BUNDLED_CHART
         )
         if args.needs_chart:
-            CONFIG.chart_dir = chart_source.local_chart(source, CONFIG.helm)
+            config = replace(config, chart_dir=chart_source.local_chart(source, config.helm))
     except chart_source.ChartSourceError as error:
         raise SystemExit(f"mydb-operator: {error}") from None
-    return str(source)
+    config = replace(config, chart_origin=str(source))
+    if args.platform_config:
+        config = replace(config, platform_config=Path(args.platform_config))
+    if args.command == "run":
+        config = replace(config, namespaces=tuple(args.namespace or ()))
+        if args.resync is not None:
+            config = replace(config, resync_seconds=args.resync)
+        if args.metrics_port is not None:
+            config = replace(config, metrics_port=args.metrics_port)
+    return config
 
 
-def cmd_run(args: argparse.Namespace) -> None:
+def cmd_run(args: argparse.Namespace, config: Config) -> None:
     tune_malloc()  # first: before any thread starts
     import kopf
 
@@ -115,42 +142,40 @@ def cmd_run(args: argparse.Namespace) -> None:
     from .leadership.conflicts import ScopeConflict
     from .leadership.identity import default_identity
 
-    preflight(args.chart_label)
-    CONFIG.namespaces = args.namespace or []
-    if args.resync is not None:
-        CONFIG.resync_seconds = args.resync
-    if args.metrics_port is not None:
-        CONFIG.metrics_port = args.metrics_port
-    logs.configure(args.log_format)
-    lease = None
-    if args.leader_elect:
+    with asyncio.Runner() as runner:
+        memo = prepare_operator(config, runner)
+        logs.configure(args.log_format)
+        lease = None
+        if args.leader_elect:
+            try:
+                lease = lead(args, config.namespaces)
+            except ScopeConflict as conflict:
+                log.error("%s", conflict)
+                raise SystemExit(2) from None
+        else:
+            log.warning(
+                "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
+                "instance from acting on the same databases at the same time; make sure only one runs"
+            )
         try:
-            lease = lead(args)
-        except ScopeConflict as conflict:
-            log.error("%s", conflict)
-            raise SystemExit(2) from None
-    else:
-        log.warning(
-            "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
-            "instance from acting on the same databases at the same time; make sure only one runs"
-        )
-    try:
-        kopf.run(
-            clusterwide=not CONFIG.namespaces,
-            namespaces=CONFIG.namespaces,
-            standalone=True,
-            # kopf's own default asks the passwd database for the user name,
-            # and the image's numeric user has no entry there. (kopf types it as
-            # its own NewType of str, which it does not export.)
-            identity=cast(Any, default_identity()),
-            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-        )
-    finally:
-        if lease is not None:
-            lease.release()
+            kopf.run(
+                loop=runner.get_loop(),
+                memo=memo,
+                clusterwide=not config.namespaces,
+                namespaces=config.namespaces,
+                standalone=True,
+                # kopf's own default asks the passwd database for the user name,
+                # and the image's numeric user has no entry there. (kopf types it as
+                # its own NewType of str, which it does not export.)
+                identity=cast(Any, default_identity()),
+                liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+            )
+        finally:
+            if lease is not None:
+                lease.release()
 
 
-def lead(args: argparse.Namespace) -> LeaderLease:
+def lead(args: argparse.Namespace, namespaces: Sequence[str]) -> LeaderLease:
     """Block until this instance holds the Lease (answering /healthz meanwhile); exit when it loses it.
 
     Raises ScopeConflict when another live instance, under another Lease, manages
@@ -168,7 +193,7 @@ def lead(args: argparse.Namespace) -> LeaderLease:
         args.leader_lease_name,
         default_identity(),
         duration=args.leader_lease_seconds,
-        scope=scope_of(CONFIG.namespaces),
+        scope=scope_of(namespaces),
     )
     with standby_health(args.health_port, lease.standby_status):
         lease.refuse_overlap()  # a second instance fails at once instead of standing by for the wrong Lease
@@ -262,12 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.helm:
-        CONFIG.helm = args.helm
-    args.chart_label = use_chart(args)
-    if args.platform_config:
-        CONFIG.platform_config = Path(args.platform_config)
-    args.func(args)
+    args.func(args, settings(args))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import cli, names
+from mydb_operator.config import Config
 from mydb_operator.leadership import identity, standby_health
 from mydb_operator.leadership import lease as election
 from mydb_operator.leadership.conflicts import LeaseView, ScopeConflict, conflict_message, conflicting_lease
@@ -386,24 +387,21 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
 
     monkeypatch.setattr(election, "LeaderLease", Recording)
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
-    monkeypatch.setattr(cli.CONFIG, "namespaces", ["team-a"])
     with pytest.raises(ScopeConflict):
-        cli.lead(Args())  # type: ignore[arg-type]
+        cli.lead(Args(), ["team-a"])  # type: ignore[arg-type]
     assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
 
 
 def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
-    def refused(_: object) -> None:
+    def refused(*_: object) -> None:
         raise ScopeConflict("mydb-operator: refusing to start: ...")
     monkeypatch.setattr(cli, "tune_malloc", lambda: None)
-    monkeypatch.setattr(cli, "preflight", lambda chart: None)
+    monkeypatch.setattr(cli, "prepare_operator", lambda config, runner: None)
     monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
     monkeypatch.setattr(cli, "lead", refused)
-    monkeypatch.setattr(cli.CONFIG, "namespaces", [])
     args = cli.build_parser().parse_args(["run"])
-    args.chart_label = "charts/mydatabase"
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
-        cli.cmd_run(args)
+        cli.cmd_run(args, Config())
     assert exit_.value.code == 2
     assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
     assert not any(r.exc_info for r in caplog.records)
@@ -414,15 +412,13 @@ def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(
 
     ran: list[dict[str, Any]] = []
     monkeypatch.setattr(cli, "tune_malloc", lambda: None)
-    monkeypatch.setattr(cli, "preflight", lambda chart: None)
+    monkeypatch.setattr(cli, "prepare_operator", lambda config, runner: None)
     monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(cli, "lead", lambda args: pytest.fail("elected with --leader-elect=false"))
-    monkeypatch.setattr(cli.CONFIG, "namespaces", [])
+    monkeypatch.setattr(cli, "lead", lambda args, namespaces: pytest.fail("elected with --leader-elect=false"))
     monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
     args = cli.build_parser().parse_args(["run", "--leader-elect=false"])
-    args.chart_label = "charts/mydatabase"
     with caplog.at_level(logging.WARNING):
-        cli.cmd_run(args)
+        cli.cmd_run(args, Config())
     assert ran
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning
