@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import cli, names
+from mydb_operator.commands import leader_election, run
 from mydb_operator.config import Config
 from mydb_operator.leadership import identity, standby_health
 from mydb_operator.leadership import lease as election
@@ -388,20 +389,20 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
     monkeypatch.setattr(election, "LeaderLease", Recording)
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
     with pytest.raises(ScopeConflict):
-        cli.lead(Args(), ["team-a"])  # type: ignore[arg-type]
+        leader_election.lead(Args(), ["team-a"])  # type: ignore[arg-type]
     assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
 
 
 def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
     def refused(*_: object) -> None:
         raise ScopeConflict("mydb-operator: refusing to start: ...")
-    monkeypatch.setattr(cli, "tune_malloc", lambda: None)
-    monkeypatch.setattr(cli, "prepare_operator", lambda config, runner: None)
-    monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(cli, "lead", refused)
+    monkeypatch.setattr(run, "tune_malloc", lambda: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
+    monkeypatch.setattr(run, "lead", refused)
     args = cli.build_parser().parse_args(["run"])
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
-        cli.cmd_run(args, Config())
+        run.run_operator(args, Config())
     assert exit_.value.code == 2
     assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
     assert not any(r.exc_info for r in caplog.records)
@@ -411,14 +412,14 @@ def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(
     import kopf
 
     ran: list[dict[str, Any]] = []
-    monkeypatch.setattr(cli, "tune_malloc", lambda: None)
-    monkeypatch.setattr(cli, "prepare_operator", lambda config, runner: None)
-    monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(cli, "lead", lambda args, namespaces: pytest.fail("elected with --leader-elect=false"))
+    monkeypatch.setattr(run, "tune_malloc", lambda: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
+    monkeypatch.setattr(run, "lead", lambda args, namespaces: pytest.fail("elected with --leader-elect=false"))
     monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
     args = cli.build_parser().parse_args(["run", "--leader-elect=false"])
     with caplog.at_level(logging.WARNING):
-        cli.cmd_run(args, Config())
+        run.run_operator(args, Config())
     assert ran
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning
