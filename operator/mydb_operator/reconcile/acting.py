@@ -33,9 +33,9 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     outcome = decision.unchanged(target, observed)
     blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
-        created, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
-        if created:
-            outcome.events.append(("Normal", "CredentialsCreated", created))
+        credentials_event, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
+        if credentials_event:
+            outcome.events.append(("Normal", "CredentialsCreated", credentials_event))
     if blocker is not None:
         outcome.problem = blocker
         return outcome
