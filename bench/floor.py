@@ -73,7 +73,7 @@ def apply_wave(rendered: dict[str, str], namespace: str, kubectl: str, kubeconfi
     errors: dict[str, str] = {}
 
     def one(name: str) -> None:
-        secret = credentials_secret(name, namespace)
+        secret = credentials_secret(namespace, name)
         stream = json.dumps(secret) + "\n---\n" + rendered[name]
         result = subprocess.run(
             [kubectl, f"--kubeconfig={kubeconfig}", "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",

@@ -1,4 +1,7 @@
-"""Operator settings, from the command line or the environment (MYDB_*)."""
+"""Operator settings: the environment's (MYDB_*) defaults, which the command line overrides.
+
+The CLI builds one Config and passes it on (to the start-up check, then to the
+handlers through kopf's memo); nothing reads settings from a global."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ from pathlib import Path
 BUNDLED_CHART = Path(__file__).resolve().parents[2] / "charts" / "mydatabase"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     chart_dir: Path = field(default_factory=lambda: Path(os.environ.get("MYDB_CHART_DIR", BUNDLED_CHART)))
+    # How messages name the chart: its directory, or oci://HOST/PATH/NAME version V it was pulled from.
+    chart_origin: str = ""
     helm: str = field(default_factory=lambda: os.environ.get("MYDB_HELM", "helm"))
-    namespaces: list[str] = field(default_factory=list)  # empty: every namespace
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("MYDB_RESYNC_SECONDS", "60")))
     helm_parallel: int = field(default_factory=lambda: int(os.environ.get("MYDB_HELM_PARALLEL", "4")))
     history_max: int = 5
@@ -24,6 +29,3 @@ class Config:
         )
     )
     metrics_port: int = field(default_factory=lambda: int(os.environ.get("MYDB_METRICS_PORT", "9090")))
-
-
-CONFIG = Config()

@@ -73,7 +73,7 @@ def release_services(release: str) -> tuple[str, str, str]:
     return read_write_service(release), read_only_service(release), headless_service(release)
 
 
-def service_host(service: str, namespace: str) -> str:
+def service_host(namespace: str, service: str) -> str:
     return f"{service}.{namespace}.svc"
 
 

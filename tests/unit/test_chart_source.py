@@ -10,7 +10,6 @@ import pytest
 from mydb_operator import cli
 from mydb_operator.helm import chart_source
 from mydb_operator.helm.chart_source import ChartSource, ChartSourceError
-from mydb_operator.config import CONFIG
 
 BUNDLED = Path("/app/charts/mydatabase")
 REF = "oci://127.0.0.1:16400/charts/mydatabase"
@@ -231,8 +230,6 @@ def test_no_helm_executable(tmp_path: Path) -> None:
 def clean_config(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("MYDB_CHART_DIR", "MYDB_CHART_VERSION", "MYDB_CHART_PLAIN_HTTP"):
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(CONFIG, "chart_dir", CONFIG.chart_dir)
-    monkeypatch.setattr(CONFIG, "helm", CONFIG.helm)
 
 
 def test_the_cli_stops_with_one_line_when_the_version_is_missing(clean_config: None) -> None:
@@ -259,7 +256,7 @@ def test_values_needs_no_chart_so_nothing_is_pulled(clean_config: None, tmp_path
     database = tmp_path / "db.yaml"
     database.write_text("apiVersion: myapp.example.com/v1\nkind: MyDatabase\nmetadata: {name: db}\n"
                         "spec: {replicas: 1, version: '15.2', storage: 1Gi}\n")
-    monkeypatch.setattr(CONFIG, "platform_config", None)
+    monkeypatch.delenv("MYDB_PLATFORM_CONFIG", raising=False)
     cli.main(["--helm", str(tmp_path / "no-helm"), "--chart", REF, "--chart-version", "0.1.0",
               "values", "-f", str(database)])
     assert "replicas" in capsys.readouterr().out

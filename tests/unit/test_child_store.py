@@ -30,11 +30,11 @@ def test_no_observation_until_every_kind_is_listed() -> None:
     store = ChildStore(on_change=lambda *_: None)
     for kind in list(KINDS)[:-1]:
         store.replace(kind, None, [])
-    assert store.observation("db", "ns") is None
+    assert store.observation("ns", "db") is None
     store.replace(list(KINDS)[-1], "other", [])
-    assert store.observation("db", "ns") is None  # listed for another namespace only
+    assert store.observation("ns", "db") is None  # listed for another namespace only
     store.replace(list(KINDS)[-1], "ns", [])
-    assert store.observation("db", "ns") == Observation()
+    assert store.observation("ns", "db") == Observation()
 
 
 def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
@@ -50,7 +50,7 @@ def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
     store.apply("persistentvolumeclaims", "ADDED", obj("data-db-0"))
     store.apply("persistentvolumeclaims", "ADDED", obj("db-backups"))  # not a data claim
     store.apply("pods", "ADDED", obj("db-0", namespace="elsewhere"))
-    seen = store.observation("db", "ns")
+    seen = store.observation("ns", "db")
     assert seen.statefulset["spec"] == {"replicas": 3}
     assert "managedFields" not in seen.statefulset["metadata"]
     assert [p["metadata"]["name"] for p in seen.pods] == ["db-0", "db-1"]
@@ -71,16 +71,16 @@ def test_changes_wake_their_database_and_repeats_do_not() -> None:
     store.apply("pods", "MODIFIED", obj("db-0", version=6))
     assert len(woken) == before
     store.apply("pods", "DELETED", obj("db-0", version=7))
-    assert len(woken) > before and store.observation("db", "ns").pods == []
+    assert len(woken) > before and store.observation("ns", "db").pods == []
 
 
 def test_a_relabelled_object_moves_to_its_new_instance() -> None:
     store = synced_store([])
     store.apply("pods", "ADDED", obj("db-0", version=1))
     store.apply("pods", "MODIFIED", obj("db-0", instance="other", version=2))
-    assert store.observation("db", "ns").pods == []
+    assert store.observation("ns", "db").pods == []
     store.apply("pods", "MODIFIED", obj("db-0", instance=None, version=3))
-    assert store.observation("other", "ns").pods == []
+    assert store.observation("ns", "other").pods == []
 
 
 def test_a_listing_replaces_its_scope_and_wakes_only_what_changed() -> None:
@@ -92,42 +92,42 @@ def test_a_listing_replaces_its_scope_and_wakes_only_what_changed() -> None:
     woken.clear()
     store.replace("pods", "ns", [obj("keep-0", instance="keep", version=1), obj("new-0", instance="new", version=9)])
     assert sorted(set(woken)) == [("ns", "db"), ("ns", "new")]
-    assert store.observation("db", "ns").pods == []
-    assert [p["metadata"]["name"] for p in store.observation("x", "other").pods] == ["x-0"]  # other scope kept
+    assert store.observation("ns", "db").pods == []
+    assert [p["metadata"]["name"] for p in store.observation("other", "x").pods] == ["x-0"]  # other scope kept
 
 
 def test_a_broken_watch_sends_reads_to_the_api_until_listed_again() -> None:
     store = synced_store([])
     store.unsync("jobs", None)
-    assert store.observation("db", "ns") is None
+    assert store.observation("ns", "db") is None
     store.replace("jobs", None, [])
-    assert store.observation("db", "ns") is not None
+    assert store.observation("ns", "db") is not None
 
 
 def test_after_helm_the_cache_waits_for_the_statefulset_the_api_showed() -> None:
     store = synced_store([])
     store.apply("statefulsets", "ADDED", obj("db", version=10))
     store.await_statefulset("ns", "db", obj("db", version=14))
-    assert store.observation("db", "ns") is None  # the cache still has the rollout before Helm's
+    assert store.observation("ns", "db") is None  # the cache still has the rollout before Helm's
     store.apply("pods", "MODIFIED", obj("db-0", version=15))
-    assert store.observation("db", "ns") is None  # other kinds do not count
+    assert store.observation("ns", "db") is None  # other kinds do not count
     store.apply("statefulsets", "MODIFIED", obj("db", version=14))
-    assert store.observation("db", "ns").statefulset["metadata"]["resourceVersion"] == "14"
+    assert store.observation("ns", "db").statefulset["metadata"]["resourceVersion"] == "14"
 
 
 def test_waiting_ends_with_a_later_listing_or_a_deletion_and_never_starts_when_caught_up() -> None:
     store = synced_store([])
     store.await_statefulset("ns", "db", obj("db", version=20))
     store.replace("statefulsets", None, [obj("db", version=20)], listed_at=25)
-    assert store.observation("db", "ns") is not None
+    assert store.observation("ns", "db") is not None
     store.await_statefulset("ns", "db", obj("db", version=30))
     store.apply("statefulsets", "DELETED", obj("db", version=31))
-    assert store.observation("db", "ns") == Observation()
+    assert store.observation("ns", "db") == Observation()
     store.apply("statefulsets", "ADDED", obj("db", version=40))
     store.await_statefulset("ns", "db", obj("db", version=40))
-    assert store.observation("db", "ns") is not None  # the watch was first
+    assert store.observation("ns", "db") is not None  # the watch was first
     store.await_statefulset("ns", "db", None)  # the API shows none: nothing to wait for
-    assert store.observation("db", "ns") is not None
+    assert store.observation("ns", "db") is not None
 
 
 def test_caught_up_returns_once_the_cache_is_complete_or_none_after_the_timeout() -> None:
@@ -153,6 +153,6 @@ def test_cached_objects_share_their_strings() -> None:
     store = synced_store([])
     for name in ("db-0", "db-1"):  # parsed apart, as two watch events are
         store.apply("pods", "ADDED", json.loads(json.dumps(obj(name, status={"phase": "Running"}))))
-    first, second = store.observation("db", "ns").pods
+    first, second = store.observation("ns", "db").pods
     assert first["status"]["phase"] is second["status"]["phase"]
     assert next(iter(first["status"])) is next(iter(second["status"]))

@@ -15,6 +15,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import cli, names
+from mydb_operator.commands import leader_election, run
+from mydb_operator.config import Config
 from mydb_operator.leadership import identity, standby_health
 from mydb_operator.leadership import lease as election
 from mydb_operator.leadership.conflicts import LeaseView, ScopeConflict, conflict_message, conflicting_lease
@@ -249,7 +251,7 @@ def leases() -> FakeLeases:
 
 def instance(leases: FakeLeases, identity: str, scope: str = "*", name: str = "mydb-operator",
              namespace: str = "ops") -> LeaderLease:
-    lease = LeaderLease(name, namespace, identity, duration=15, scope=scope)
+    lease = LeaderLease(namespace, name, identity, duration=15, scope=scope)
     lease.api = leases  # type: ignore[assignment]
     return lease
 
@@ -350,7 +352,7 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
 
     def refused(*_: Any, **__: Any) -> None:
         raise urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused")  # type: ignore[arg-type]
-    me = LeaderLease("mydb-operator", "ops", "me-1", duration=1)
+    me = LeaderLease("ops", "mydb-operator", "me-1", duration=1)
     me.api = leases  # type: ignore[assignment]
     assert me.try_acquire()
     monkeypatch.setattr(leases, "read_namespaced_lease", refused)
@@ -386,24 +388,21 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
 
     monkeypatch.setattr(election, "LeaderLease", Recording)
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
-    monkeypatch.setattr(cli.CONFIG, "namespaces", ["team-a"])
     with pytest.raises(ScopeConflict):
-        cli.lead(Args())  # type: ignore[arg-type]
+        leader_election.lead(Args(), ["team-a"])  # type: ignore[arg-type]
     assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
 
 
 def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
-    def refused(_: object) -> None:
+    def refused(*_: object) -> None:
         raise ScopeConflict("mydb-operator: refusing to start: ...")
-    monkeypatch.setattr(cli, "tune_malloc", lambda: None)
-    monkeypatch.setattr(cli, "preflight", lambda chart: None)
-    monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(cli, "lead", refused)
-    monkeypatch.setattr(cli.CONFIG, "namespaces", [])
+    monkeypatch.setattr(run, "tune_malloc", lambda: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
+    monkeypatch.setattr(run, "lead", refused)
     args = cli.build_parser().parse_args(["run"])
-    args.chart_label = "charts/mydatabase"
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
-        cli.cmd_run(args)
+        run.run_operator(args, Config())
     assert exit_.value.code == 2
     assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
     assert not any(r.exc_info for r in caplog.records)
@@ -413,16 +412,14 @@ def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(
     import kopf
 
     ran: list[dict[str, Any]] = []
-    monkeypatch.setattr(cli, "tune_malloc", lambda: None)
-    monkeypatch.setattr(cli, "preflight", lambda chart: None)
-    monkeypatch.setattr(cli.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(cli, "lead", lambda args: pytest.fail("elected with --leader-elect=false"))
-    monkeypatch.setattr(cli.CONFIG, "namespaces", [])
+    monkeypatch.setattr(run, "tune_malloc", lambda: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
+    monkeypatch.setattr(run, "lead", lambda args, namespaces: pytest.fail("elected with --leader-elect=false"))
     monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
     args = cli.build_parser().parse_args(["run", "--leader-elect=false"])
-    args.chart_label = "charts/mydatabase"
     with caplog.at_level(logging.WARNING):
-        cli.cmd_run(args)
+        run.run_operator(args, Config())
     assert ran
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning

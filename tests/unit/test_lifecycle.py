@@ -74,7 +74,7 @@ def test_pending_restart_lists_pods_on_an_old_revision():
 
 
 def test_credentials_secret_keys_and_uris():
-    secret = credentials_secret("db", "prod")
+    secret = credentials_secret("prod", "db")
     data = secret["stringData"]
     assert missing_keys(secret) == []
     assert data["password"] != data["replication-password"] and len(data["password"]) >= 32

@@ -35,7 +35,7 @@ class FakeHelm:
     def __init__(self) -> None:
         self.upgrades: list[dict[str, Any]] = []
 
-    async def upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+    async def upgrade(self, namespace: str, release: str, values: dict[str, Any]) -> AppliedRelease:
         self.upgrades.append(values)
         return AppliedRelease(name=release, revision=len(self.upgrades), status="deployed", chart="mydatabase-0.1.0")
 
@@ -68,7 +68,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     async def read_statefulset(namespace: str, name: str) -> dict[str, Any]:
         return STATEFULSET
 
-    async def observation(release: str, namespace: str) -> Observation:
+    async def observation(namespace: str, release: str) -> Observation:
         return AFTER_HELM
 
     monkeypatch.setattr(writes, "create_secret_once", create_secret_once)

@@ -43,8 +43,8 @@ class tolerating:  # noqa: N801 (read as a function: `with tolerating(404):`)
         return isinstance(error, ApiException) and error.status == self.status
 
 
-def succeeds_unless(status: int, call: Callable[[], Any]) -> bool:
-    """True when `call` succeeded, False when it failed with `status`."""
+def _succeeds_unless(status: int, call: Callable[[], Any]) -> bool:
+    """True when `call` succeeded, False when it failed with `status`; any other failure is raised."""
     try:
         call()
         return True
@@ -52,3 +52,13 @@ def succeeds_unless(status: int, call: Callable[[], Any]) -> bool:
         if error.status == status:
             return False
         raise
+
+
+def created(create: Callable[[], Any]) -> bool:
+    """Run a create call: True when it made the object now, False when the object was already there (409)."""
+    return _succeeds_unless(409, create)
+
+
+def exists(read: Callable[[], Any]) -> bool:
+    """Run a read call: True when the object is there, False when it is not (404)."""
+    return _succeeds_unless(404, read)

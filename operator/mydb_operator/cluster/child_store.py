@@ -142,7 +142,7 @@ class ChildStore:
             async with asyncio.timeout(timeout):
                 while True:
                     waiter.clear()  # set again by the next change to this database
-                    seen = self.observation(release, namespace)
+                    seen = self.observation(namespace, release)
                     if seen is not None and complete(seen):
                         return seen
                     await waiter.wait()
@@ -152,7 +152,7 @@ class ChildStore:
             if self._waiting.get(key) is waiter:
                 del self._waiting[key]
 
-    def observation(self, release: str, namespace: str) -> Observation | None:
+    def observation(self, namespace: str, release: str) -> Observation | None:
         """What the cache knows of one database, or None while it cannot know everything."""
         if not self.synced(namespace):
             return None

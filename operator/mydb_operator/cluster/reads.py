@@ -7,13 +7,13 @@ from typing import Any
 from .. import names
 from ..model.observation import Object, Observation, assemble
 from . import clients
-from .blocking import succeeds_unless, threaded, tolerating
+from .blocking import exists, threaded, tolerating
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
 @threaded
-def observation(release: str, namespace: str) -> Observation:
+def observation(namespace: str, release: str) -> Observation:
     """One database's objects from the API: four label-selected lists and two reads by name."""
     core, apps, batch = clients.core(), clients.apps(), clients.batch()
     selector = names.label_selector(names.selector_labels(release))
@@ -57,8 +57,8 @@ def storage_class(name: str) -> dict[str, Any] | None:
 def default_storage_class() -> dict[str, Any] | None:
     for item in clients.raw(clients.storage().list_storage_class)["items"]:
         if (item["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true":
-            found: dict[str, Any] = item
-            return found
+            default: dict[str, Any] = item
+            return default
     return None
 
 
@@ -71,6 +71,4 @@ def read_statefulset(namespace: str, name: str) -> dict[str, Any] | None:
 
 @threaded
 def claim_exists(namespace: str, name: str) -> bool:
-    return succeeds_unless(
-        404, lambda: clients.send(clients.core().read_namespaced_persistent_volume_claim, name, namespace)
-    )
+    return exists(lambda: clients.send(clients.core().read_namespaced_persistent_volume_claim, name, namespace))

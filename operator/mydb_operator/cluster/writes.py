@@ -9,7 +9,7 @@ from kubernetes import client
 
 from .. import names
 from . import clients
-from .blocking import succeeds_unless, threaded, tolerating
+from .blocking import created, exists, threaded, tolerating
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -17,9 +17,7 @@ MERGE_PATCH = "application/merge-patch+json"
 @threaded
 def create_secret_once(body: dict[str, Any]) -> bool:
     """Create the Secret unless it exists (never overwrite a password); True when created now."""
-    return succeeds_unless(
-        409, lambda: clients.send(clients.core().create_namespaced_secret, body["metadata"]["namespace"], body)
-    )
+    return created(lambda: clients.send(clients.core().create_namespaced_secret, body["metadata"]["namespace"], body))
 
 
 @threaded
@@ -89,7 +87,7 @@ def orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None
     # The garbage collector first frees the pods (the orphan finalizer); Helm
     # cannot re-create the StatefulSet while the old one is still terminating.
     deadline = time.monotonic() + timeout
-    while succeeds_unless(404, lambda: apps.read_namespaced_stateful_set(name, namespace)):
+    while exists(lambda: apps.read_namespaced_stateful_set(name, namespace)):
         if time.monotonic() > deadline:
             raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after {timeout:.0f}s")
         time.sleep(0.5)
@@ -98,6 +96,4 @@ def orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None
 @threaded
 def create_job_once(body: dict[str, Any]) -> bool:
     """Create the Job unless it exists (made for this request before a restart); True when created now."""
-    return succeeds_unless(
-        409, lambda: clients.send(clients.batch().create_namespaced_job, body["metadata"]["namespace"], body)
-    )
+    return created(lambda: clients.send(clients.batch().create_namespaced_job, body["metadata"]["namespace"], body))

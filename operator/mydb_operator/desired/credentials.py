@@ -29,11 +29,11 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def credentials_secret(release: str, namespace: str) -> dict[str, Any]:
+def credentials_secret(namespace: str, release: str) -> dict[str, Any]:
     """A new Secret body; its passwords exist only here and in the API server."""
     password = new_password()
-    read_write = names.service_host(names.read_write_service(release), namespace)
-    read_only = names.service_host(names.read_only_service(release), namespace)
+    read_write = names.service_host(namespace, names.read_write_service(release))
+    read_only = names.service_host(namespace, names.read_only_service(release))
     return {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -11,11 +11,11 @@ import kopf
 
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail, failure_reason
-from ..config import CONFIG
-from ..policy.backoff import retry_delay
+from ..policy.backoff import Backoff
 from ..reconcile.reporting import count_api_failure, reconcile_and_store
 from ..telemetry import metrics
-from . import startup, wakeups
+from .memo import OperatorMemo
+from .wakeups import sleep_until_poked
 
 log = logging.getLogger(__name__)
 DEBOUNCE = 0.5  # seconds between reconciles of one database, so a burst of events becomes one
@@ -28,21 +28,21 @@ def snapshot_of(body: kopf.Body) -> dict[str, Any]:
 
 @kopf.daemon(names.GROUP, names.VERSION, names.PLURAL, cancellation_timeout=10.0)
 async def run_database(
-    body: kopf.Body, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any
+    body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped, memo: OperatorMemo, **_: Any
 ) -> None:
     """Reconcile one database until it is deleted or the operator stops."""
     assert namespace is not None  # MyDatabase is a namespaced resource
     key = (namespace, name)
-    wake = wakeups.register(key)
+    wake = memo.wakeups.register(key)
     known_status: dict[str, Any] | None = None
-    failures = 0
+    backoff = Backoff()
     try:
         while not stopped:
             wake.clear()
-            delay = CONFIG.resync_seconds
+            delay = memo.config.resync_seconds
             started = time.perf_counter()
             try:
-                outcome = await reconcile_and_store(snapshot_of(body), known_status, startup.runtime())
+                outcome = await reconcile_and_store(snapshot_of(body), known_status, memo.runtime)
                 if known_status is None and not outcome.events:
                     revision = (outcome.status.get("release") or {}).get("revision")
                     log.info("%s/%s: up to date at helm revision %s, no helm run needed", namespace, name, revision)
@@ -50,8 +50,7 @@ async def run_database(
                 for type_, reason, message in outcome.events:
                     kopf.event(body, type=type_, reason=reason, message=message)
                 if outcome.problem:
-                    failures += 1
-                    delay = retry_delay(failures)
+                    delay = backoff.failed()
                     log.warning(
                         "%s/%s: %s: %s (retry in %.0fs)",
                         namespace,
@@ -61,20 +60,19 @@ async def run_database(
                         delay,
                     )
                 else:
-                    failures = 0
+                    backoff.succeeded()
             except API_FAILURES as error:
                 # The API refused, or could not be reached (it restarts, the network drops):
                 # one line, then the same back-off; the loop itself never dies of it.
                 reason = failure_reason(error)
                 count_api_failure(reason)
-                failures += 1
-                delay = retry_delay(failures)
+                delay = backoff.failed()
                 log.warning("%s/%s: %s: %s (retry in %.0fs)", namespace, name, reason, failure_detail(error), delay)
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
-            if await wakeups.sleep_until_poked(wake, stopped, delay):
+            if await sleep_until_poked(wake, stopped, delay):
                 # At most one reconcile per DEBOUNCE: a burst of events folds into one, while
                 # a change after a quiet spell (the last pod turning Ready) is handled at once.
                 await asyncio.sleep(max(0.0, DEBOUNCE - (time.perf_counter() - started)))
     finally:
-        if wakeups.unregister(key, wake):
+        if memo.wakeups.unregister(key, wake):
             metrics.set_phase(key, None)

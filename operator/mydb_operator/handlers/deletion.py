@@ -13,20 +13,20 @@ from ..cluster.failures import API_FAILURES
 from ..helm.errors import HelmError
 from ..policy.deletion import deletion_plan
 from ..status.phases import DELETING
-from . import startup
+from .memo import OperatorMemo
 
 log = logging.getLogger(__name__)
 
 
 @kopf.on.delete(names.GROUP, names.VERSION, names.PLURAL)
-async def delete_database(body: kopf.Body, spec: kopf.Spec, name: str, namespace: str | None, **_: Any) -> None:
+async def delete_database(spec: kopf.Spec, namespace: str | None, name: str, memo: OperatorMemo, **_: Any) -> None:
     """Uninstall the release; keep the data and its Secret unless deletionPolicy is Delete."""
     assert namespace is not None  # MyDatabase is a namespaced resource
     plan = deletion_plan(dict(spec))
     claims: list[str] = []
     try:
         await writes.patch_status(namespace, name, {"phase": DELETING, "ready": False})
-        await startup.runtime().helm.uninstall(name, namespace)
+        await memo.runtime.helm.uninstall(namespace, name)
         if plan.delete_claims:
             claims = await writes.delete_claims(namespace, name)
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete

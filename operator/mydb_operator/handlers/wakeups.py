@@ -3,33 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
 from .. import names
 from ..policy.backups import requested
 
+if TYPE_CHECKING:
+    from .memo import OperatorMemo
+
 Key = tuple[str, str]  # (namespace, name)
-POKES: dict[Key, asyncio.Event] = {}
 
 
-def poke(namespace: str | None, name: str | None) -> None:
-    event = POKES.get((namespace or "", name or ""))
-    if event is not None:
-        event.set()
+class Wakeups:
+    """One wake-up event per running daemon, by (namespace, name). Touched only from the event loop."""
 
+    def __init__(self) -> None:
+        self._events: dict[Key, asyncio.Event] = {}
 
-def register(key: Key) -> asyncio.Event:
-    return POKES.setdefault(key, asyncio.Event())
+    def poke(self, namespace: str | None, name: str | None) -> None:
+        event = self._events.get((namespace or "", name or ""))
+        if event is not None:
+            event.set()
 
+    def register(self, key: Key) -> asyncio.Event:
+        return self._events.setdefault(key, asyncio.Event())
 
-def unregister(key: Key, wake: asyncio.Event) -> bool:
-    """Forget the database's wake-up, unless a newer daemon for it took the key; True when forgotten."""
-    if POKES.get(key) is wake:
-        del POKES[key]
-        return True
-    return False
+    def unregister(self, key: Key, wake: asyncio.Event) -> bool:
+        """Forget the database's wake-up, unless a newer daemon for it took the key; True when forgotten."""
+        if self._events.get(key) is wake:
+            del self._events[key]
+            return True
+        return False
 
 
 async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, delay: float) -> bool:
@@ -44,9 +50,9 @@ async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, de
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.PLURAL)
-def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, **_: Any) -> None:
+def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, memo: OperatorMemo, **_: Any) -> None:
     """A new generation (spec edit, kubectl scale) or backup request is worth an immediate reconcile."""
     if meta.get("generation") != status.get("observedGeneration") or requested(
         dict(meta.get("annotations") or {}), dict(status)
     ):
-        poke(meta.get("namespace"), meta.get("name"))
+        memo.wakeups.poke(meta.get("namespace"), meta.get("name"))

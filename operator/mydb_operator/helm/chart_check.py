@@ -18,9 +18,9 @@ PROBE = "chart-check"
 
 def missing_objects(objects: list[dict[str, Any]], release: str) -> list[str]:
     """What the operator needs from a render and did not find. Pure."""
-    found = {(o.get("kind"), o.get("metadata", {}).get("name")): o for o in objects}
+    rendered = {(o.get("kind"), o.get("metadata", {}).get("name")): o for o in objects}
     problems = []
-    sts = found.get(("StatefulSet", release))
+    sts = rendered.get(("StatefulSet", release))
     if sts is None:
         problems.append(f"no StatefulSet named {release} (the release name)")
     else:
@@ -37,10 +37,10 @@ def missing_objects(objects: list[dict[str, Any]], release: str) -> list[str]:
                 "(storage growth needs it)"
             )
     for service in names.release_services(release):
-        if ("Service", service) not in found:
+        if ("Service", service) not in rendered:
             problems.append(f"no Service named {service}")
     cronjob = names.backup_cronjob(release)
-    if ("CronJob", cronjob) not in found:
+    if ("CronJob", cronjob) not in rendered:
         problems.append(f"no CronJob named {cronjob} when backup is enabled")
     return problems
 
@@ -59,7 +59,7 @@ async def incompatibilities(helm: Helm, platform: Platform) -> list[str]:
             }
         )
         try:
-            objects = await helm.template(PROBE, "default", database_values(PROBE, spec, platform))
+            objects = await helm.template("default", PROBE, database_values(PROBE, spec, platform))
         except HelmError as error:
             problems.append(f"version {major}.x: helm template failed: {error}")
             continue

@@ -92,7 +92,7 @@ class Helm:
                     raise HelmError(f"cannot load the chart {self.chart_dir}: {helm_message(error)}") from None
         return self._chart
 
-    async def template(self, release: str, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+    async def template(self, namespace: str, release: str, values: dict[str, Any]) -> list[dict[str, Any]]:
         """The objects `upgrade` would apply. Hooks are left out: `helm upgrade` does not apply the chart's
         `helm test` pod (only `helm test` does), and a dry-run must equal what is applied."""
         chart = await self.chart()
@@ -105,10 +105,10 @@ class Helm:
         except helm_errors.Error as error:
             raise HelmError(helm_message(error)) from None
 
-    async def upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+    async def upgrade(self, namespace: str, release: str, values: dict[str, Any]) -> AppliedRelease:
         """helm upgrade --install; a release a crash left half-done is recovered once, then retried."""
         try:
-            return await self._upgrade(release, namespace, values)
+            return await self._upgrade(namespace, release, values)
         except helm_errors.Error as error:
             if not any(sign in helm_message(error) for sign in LEFT_HALF_DONE):
                 raise HelmError(helm_message(error)) from None
@@ -116,11 +116,11 @@ class Helm:
         try:
             async with self._slots, helm_timer("recover"):
                 await self.client.get_proceedable_revision(release, namespace=namespace)
-            return await self._upgrade(release, namespace, values)
+            return await self._upgrade(namespace, release, values)
         except helm_errors.Error as error:
             raise HelmError(helm_message(error)) from None
 
-    async def _upgrade(self, release: str, namespace: str, values: dict[str, Any]) -> AppliedRelease:
+    async def _upgrade(self, namespace: str, release: str, values: dict[str, Any]) -> AppliedRelease:
         chart = await self.chart()
         async with self._slots, helm_timer("upgrade"):
             # The Command, not the Client: the Client parses the whole rendered manifest
@@ -144,7 +144,7 @@ class Helm:
             chart=f"{chart.metadata.name}-{chart.metadata.version}",
         )
 
-    async def uninstall(self, release: str, namespace: str) -> None:
+    async def uninstall(self, namespace: str, release: str) -> None:
         try:
             async with self._slots, helm_timer("uninstall"):
                 await self.client.uninstall_release(release, namespace=namespace, wait=False)

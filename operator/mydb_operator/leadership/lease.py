@@ -23,8 +23,8 @@ API_ERRORS = (ApiException, OSError, urllib3.exceptions.HTTPError)
 
 
 class LeaderLease:
-    def __init__(self, name: str, namespace: str, identity: str, duration: int = 15, scope: str = ALL_NAMESPACES):
-        self.name, self.namespace, self.identity, self.duration = name, namespace, identity, duration
+    def __init__(self, namespace: str, name: str, identity: str, duration: int = 15, scope: str = ALL_NAMESPACES):
+        self.namespace, self.name, self.identity, self.duration = namespace, name, identity, duration
         self.scope = scope
         self.holder: str | None = None  # as last read: the standby says whom it waits for
         self.api = client.CoordinationV1Api()
@@ -85,11 +85,11 @@ class LeaderLease:
         log.info(
             "waiting to lead (Lease %s/%s, identity %s, scope %s)", self.namespace, self.name, self.identity, self.scope
         )
-        seen: str | None = None
+        last_logged_holder: str | None = None
         while not self._attempt():
-            if self.holder and self.holder != seen:
+            if self.holder and self.holder != last_logged_holder:
                 log.info("%s", self.standby_status())
-            seen = self.holder
+            last_logged_holder = self.holder
             time.sleep(retry_every)
         log.info("became the leader (Lease %s/%s, identity %s)", self.namespace, self.name, self.identity)
 

@@ -44,11 +44,11 @@ def facts(cronjob: dict[str, Any] | None, jobs: list[dict[str, Any]]) -> dict[st
     return result
 
 
-def health(found: dict[str, Any]) -> tuple[bool, str, str]:
+def health(facts: dict[str, Any]) -> tuple[bool, str, str]:
     """(healthy, reason, message) for the BackupHealthy condition: false while the last backup failed."""
-    failed, succeeded = found.get("lastFailedTime"), found.get("lastSuccessfulTime")
+    failed, succeeded = facts.get("lastFailedTime"), facts.get("lastSuccessfulTime")
     if failed and (not succeeded or failed > succeeded):
-        return False, "BackupFailed", f"the last backup failed: Job {found['lastFailedJob']} at {failed}"
+        return False, "BackupFailed", f"the last backup failed: Job {facts['lastFailedJob']} at {failed}"
     if succeeded:
         return True, "BackupSucceeded", f"the last backup succeeded at {succeeded}"
     return True, "NoBackupYet", "no backup has run yet"

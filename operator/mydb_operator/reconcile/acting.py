@@ -11,7 +11,7 @@ from ..policy.operations import applied_summary, operation_kind
 from ..status.problem import Problem
 from .clock import now
 from .observing import observe_after_helm
-from .outcomes import Converged, Target
+from .outcomes import Outcome, Target
 from .planning import Decision
 from .prerequisites import ensure_credentials, missing_prerequisite
 from .runtime import Runtime
@@ -19,51 +19,45 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 
-async def grow_storage(name: str, namespace: str, size: str, seen: Observation) -> str:
+async def grow_storage(namespace: str, name: str, size: str, observed: Observation) -> str:
     """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
-    for claim in seen.claims:
+    for claim in observed.claims:
         await writes.grow_claim(namespace, claim["metadata"]["name"], size)
     await writes.orphan_statefulset(namespace, name)
-    return f"growing {len(seen.claims)} claims to {size}; StatefulSet re-created around its running pods"
+    return f"growing {len(observed.claims)} claims to {size}; StatefulSet re-created around its running pods"
 
 
-async def act(target: Target, seen: Observation, decision: Decision, runtime: Runtime) -> Converged:
+async def act(target: Target, observed: Observation, decision: Decision, runtime: Runtime) -> Outcome:
     """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
     namespace, name, spec = target.namespace, target.name, target.spec
-    done = Converged(
-        seen=seen,
-        applied=target.applied,
-        operation=target.operation,
-        problem=decision.problem,
-        storage_blocked=decision.storage_blocked,
-    )
-    blocker = await missing_prerequisite(namespace, spec, seen, first_install=not target.applied)
+    outcome = decision.unchanged(target, observed)
+    blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
-        created, blocker = await ensure_credentials(name, namespace, spec, first_install=not target.applied)
-        if created:
-            done.events.append(("Normal", "CredentialsCreated", created))
+        credentials_event, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
+        if credentials_event:
+            outcome.events.append(("Normal", "CredentialsCreated", credentials_event))
     if blocker is not None:
-        done.problem = blocker
-        return done
+        outcome.problem = blocker
+        return outcome
     try:
         if decision.storage.grow:
-            done.events.append(("Normal", "Resizing", await grow_storage(name, namespace, spec.storage, seen)))
-        result = await runtime.helm.upgrade(name, namespace, decision.values)
+            outcome.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, observed)))
+        result = await runtime.helm.upgrade(namespace, name, decision.values)
     except (HelmError, TimeoutError) as error:
-        done.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
-        return done
+        outcome.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
+        return outcome
     summary = applied_summary(decision.effective)
     kind = operation_kind((target.applied or {}).get("spec"), summary, decision.repair)
-    done.applied = {
+    outcome.applied = {
         "name": result.name,
         "revision": result.revision,
         "chart": result.chart,
-        "appliedHash": decision.wanted,
+        "appliedHash": decision.values_hash,
         "status": result.status,
         "spec": summary,
     }
-    done.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
+    outcome.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
-    done.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
-    done.seen = await observe_after_helm(name, namespace, decision.effective, runtime)
-    return done
+    outcome.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
+    outcome.observed = await observe_after_helm(namespace, name, decision.effective, runtime)
+    return outcome

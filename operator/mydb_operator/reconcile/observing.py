@@ -12,30 +12,30 @@ from .runtime import Runtime
 CATCH_UP_SECONDS = 3.0  # how long the cache may take to show what Helm applied before the API is read
 
 
-def from_cache(name: str, namespace: str, runtime: Runtime) -> Observation | None:
+def from_cache(namespace: str, name: str, runtime: Runtime) -> Observation | None:
     """The cache's Observation, or None while it cannot know everything (before its first listing)."""
-    cached = runtime.children.observation(name, namespace)
+    cached = runtime.children.observation(namespace, name)
     if cached is not None:
         metrics.OBSERVATIONS.labels("cache").inc()
     return cached
 
 
-async def observe_fresh(name: str, namespace: str, runtime: Runtime) -> Observation:
+async def observe_fresh(namespace: str, name: str, runtime: Runtime) -> Observation:
     """From the API, for decisions that act; the cache then waits to catch up with what it saw."""
-    seen = await reads.observation(name, namespace)
+    observed = await reads.observation(namespace, name)
     metrics.OBSERVATIONS.labels("api").inc()
-    runtime.children.await_statefulset(namespace, name, seen.statefulset)
-    return seen
+    runtime.children.await_statefulset(namespace, name, observed.statefulset)
+    return observed
 
 
-async def observe_after_helm(name: str, namespace: str, spec: DatabaseSpec, runtime: Runtime) -> Observation:
+async def observe_after_helm(namespace: str, name: str, spec: DatabaseSpec, runtime: Runtime) -> Observation:
     """What Helm just applied, for the status: one read of the StatefulSet, then the cache once
     it shows that version and every object of the release (the whole API read if it lags)."""
     runtime.children.await_statefulset(namespace, name, await reads.read_statefulset(namespace, name))
-    seen = await runtime.children.caught_up(
+    observed = await runtime.children.caught_up(
         namespace, name, lambda s: missing_child(spec, s, name) is None, CATCH_UP_SECONDS
     )
-    if seen is None:
-        return await observe_fresh(name, namespace, runtime)
+    if observed is None:
+        return await observe_fresh(namespace, name, runtime)
     metrics.OBSERVATIONS.labels("cache").inc()
-    return seen
+    return observed

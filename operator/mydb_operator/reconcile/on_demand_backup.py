@@ -15,18 +15,18 @@ log = logging.getLogger(__name__)
 
 
 async def backup_on_demand(
-    name: str, namespace: str, annotations: dict[str, str], previous: dict[str, Any], seen: Observation
+    namespace: str, name: str, annotations: dict[str, str], previous: dict[str, Any], observed: Observation
 ) -> tuple[dict[str, str], list[Event]]:
     """Turn a new myapp.example.com/backup-now annotation into a Job, once per value."""
     earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand")}
     token = requested(annotations, previous)
     if token is None:
         return earlier, []
-    if seen.cronjob is None:
+    if observed.cronjob is None:
         return {"lastOnDemandRequest": token}, [
             ("Warning", "BackupNotConfigured", f"backup-now={token} ignored: spec.backup is not set")
         ]
-    job = on_demand_job(seen.cronjob, name, token)
+    job = on_demand_job(observed.cronjob, name, token)
     await writes.create_job_once(job)
     log.info("%s/%s: on-demand backup %s started as Job %s", namespace, name, token, job["metadata"]["name"])
     return (

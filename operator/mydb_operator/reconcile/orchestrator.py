@@ -13,45 +13,45 @@ from .clock import now
 from .converging import converge
 from .observing import from_cache, observe_fresh
 from .on_demand_backup import backup_on_demand
-from .outcomes import Converged, Outcome, Target
+from .outcomes import Outcome, Target
 from .roles import label_roles
 from .runtime import Runtime
 
 
 async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
     meta = body["metadata"]
-    name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation", 1)
+    namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation", 1)
     previous = known_status if known_status is not None else dict(body.get("status") or {})
-    cached = from_cache(name, namespace, runtime)
-    seen = cached if cached is not None else await observe_fresh(name, namespace, runtime)
+    cached = from_cache(namespace, name, runtime)
+    observed = cached if cached is not None else await observe_fresh(namespace, name, runtime)
     spec: DatabaseSpec | None = None
     try:
         parsed = parse_spec(body.get("spec") or {})
     except SpecError as error:
         problem = Problem("InvalidSpec", str(error))
-        done = Converged(seen, previous.get("release"), previous.get("lastOperation"), problem=problem)
+        outcome = Outcome(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
         spec = parsed
         target = Target(namespace, name, parsed, previous.get("release"), previous.get("lastOperation"))
-        done = await converge(target, seen, runtime, fresh=cached is None)
-    await label_roles(namespace, done.seen.pods)
+        outcome = await converge(target, observed, runtime, fresh=cached is None)
+    await label_roles(namespace, outcome.observed.pods)
     on_demand, backup_events = await backup_on_demand(
-        name, namespace, meta.get("annotations") or {}, previous, done.seen
+        namespace, name, meta.get("annotations") or {}, previous, outcome.observed
     )
-    done.events += backup_events
-    status = build_status(
+    outcome.events += backup_events
+    outcome.status = build_status(
         release=name,
         namespace=namespace,
         generation=generation,
         spec=spec,
-        observation=done.seen,
-        applied=done.applied,
-        problem=done.problem,
+        observation=outcome.observed,
+        applied=outcome.applied,
+        problem=outcome.problem,
         previous=previous,
         now=now(),
-        operation=done.operation,
-        storage_blocked=done.storage_blocked,
+        operation=outcome.operation,
+        storage_blocked=outcome.storage_blocked,
         on_demand=on_demand,
     )
-    done.events += warnings_for(previous, status)
-    return Outcome(status=status, events=done.events, problem=done.problem)
+    outcome.events += warnings_for(previous, outcome.status)
+    return outcome

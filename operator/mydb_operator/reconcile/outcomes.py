@@ -1,4 +1,4 @@
-"""What the steps of one reconcile hand each other, and what the reconcile hands its caller."""
+"""What one reconcile starts from (Target) and what it hands back (Outcome)."""
 
 from __future__ import annotations
 
@@ -23,21 +23,18 @@ class Target:
 
 
 @dataclass
-class Converged:
-    """What one pass of converge() did: the release now applied and what to report."""
+class Outcome:
+    """One reconcile's result, filled in as the steps run.
 
-    seen: Observation
-    applied: dict[str, Any] | None
-    operation: dict[str, Any] | None
+    Converging (converging.py, acting.py) sets what was observed, the release now
+    applied, the operation and any problem; the orchestrator then adds the Events
+    of the later steps and the whole .status built from these facts. The daemon
+    stores `status`, posts `events` and backs off while `problem` is set."""
+
+    observed: Observation
+    applied: dict[str, Any] | None  # status.release
+    operation: dict[str, Any] | None  # status.lastOperation
     events: list[Event] = field(default_factory=list)
     problem: Problem | None = None
     storage_blocked: str | None = None  # the database runs; only the growth waits
-
-
-@dataclass
-class Outcome:
-    """One reconcile's result: the status to store and the Events to post."""
-
-    status: dict[str, Any]
-    events: list[Event] = field(default_factory=list)
-    problem: Problem | None = None
+    status: dict[str, Any] = field(default_factory=dict)  # the whole .status, built last

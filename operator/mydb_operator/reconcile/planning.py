@@ -17,6 +17,7 @@ from ..policy.drift import drift
 from ..policy.storage import StoragePlan, storage_plan
 from ..policy.version_change import version_refusal
 from ..status.problem import Problem
+from .outcomes import Outcome, Target
 from .runtime import Runtime
 
 
@@ -28,41 +29,50 @@ class Decision:
     storage: StoragePlan
     why: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
-    wanted: str = ""  # the release hash of `values`
+    values_hash: str = ""  # the release hash of `values`, stored as status.release.appliedHash
     repair: bool = False  # the values are applied already; the live objects drifted
     problem: Problem | None = None
-    storage_blocked: str | None = None
+
+    @property
+    def storage_blocked(self) -> str | None:
+        """Why the storage growth waits, while the rest of the spec still rolls out."""
+        return self.storage.refusal
+
+    def unchanged(self, target: Target, observed: Observation) -> Outcome:
+        """The outcome while nothing is applied: the release and operation as the last pass left them."""
+        return Outcome(
+            observed, target.applied, target.operation, problem=self.problem, storage_blocked=self.storage_blocked
+        )
 
 
-async def expansion_allowed(spec: DatabaseSpec, seen: Observation) -> bool | None:
+async def expansion_allowed(spec: DatabaseSpec, observed: Observation) -> bool | None:
     """Whether the data claims' StorageClass allows expansion (None: no such class)."""
-    class_name = next((c["spec"].get("storageClassName") for c in seen.claims), None) or spec.storage_class_name
-    found = await (reads.storage_class(class_name) if class_name else reads.default_storage_class())
-    return None if found is None else bool(found.get("allowVolumeExpansion"))
+    class_name = next((c["spec"].get("storageClassName") for c in observed.claims), None) or spec.storage_class_name
+    storage_class = await (reads.storage_class(class_name) if class_name else reads.default_storage_class())
+    return None if storage_class is None else bool(storage_class.get("allowVolumeExpansion"))
 
 
-async def plan_changes(spec: DatabaseSpec, seen: Observation) -> tuple[DatabaseSpec, StoragePlan, str | None]:
+async def plan_changes(spec: DatabaseSpec, observed: Observation) -> tuple[DatabaseSpec, StoragePlan, str | None]:
     """The spec Helm may apply now, the storage plan, and why the version was held back.
 
     Held-back parts keep their running value, so everything else in the spec
     still rolls out."""
-    running = running_version(seen.statefulset)
+    running = running_version(observed.statefulset)
     refusal = version_refusal(spec, running)
     effective = dataclasses.replace(spec, version=running) if refusal and running else spec
-    template_size = claim_template_size(seen.statefulset)
-    allowed = await expansion_allowed(spec, seen) if template_size and template_size != spec.storage else None
+    template_size = claim_template_size(observed.statefulset)
+    allowed = await expansion_allowed(spec, observed) if template_size and template_size != spec.storage else None
     plan = storage_plan(spec, template_size, allowed)
     return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
 
 
-async def decide(
-    name: str, spec: DatabaseSpec, seen: Observation, applied: dict[str, Any] | None, runtime: Runtime
-) -> Decision:
-    effective, storage, refusal = await plan_changes(spec, seen)
+async def decide(target: Target, observed: Observation, runtime: Runtime) -> Decision:
+    """Why Helm must run for `target` as `observed` (None: it need not), with the values it would apply."""
+    name, applied = target.name, target.applied
+    effective, storage, refusal = await plan_changes(target.spec, observed)
     decision = Decision(
         effective=effective,
         storage=storage,
-        storage_blocked=storage.refusal,
         problem=Problem("ChangeRefused", refusal) if refusal else None,
     )
     try:
@@ -70,10 +80,10 @@ async def decide(
     except (SpecError, PlatformError) as error:
         decision.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
         return decision
-    decision.wanted = release_hash(runtime.helm.digest, decision.values)
-    decision.repair = bool(applied and applied.get("appliedHash") == decision.wanted)
+    decision.values_hash = release_hash(runtime.helm.digest, decision.values)
+    decision.repair = bool(applied and applied.get("appliedHash") == decision.values_hash)
     if decision.repair:
-        decision.why = drift(effective, decision.values, seen, name)  # usually None: nothing to do
+        decision.why = drift(effective, decision.values, observed, name)  # usually None: nothing to do
     else:
         decision.why = "first install" if not applied else "spec or chart changed"
     return decision

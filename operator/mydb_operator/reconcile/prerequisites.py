@@ -11,10 +11,10 @@ from ..status.problem import Problem
 
 
 async def missing_prerequisite(
-    namespace: str, spec: DatabaseSpec, seen: Observation, first_install: bool
+    namespace: str, spec: DatabaseSpec, observed: Observation, first_install: bool
 ) -> Problem | None:
     """What Helm would not notice but the pods would: a missing StorageClass or restore source."""
-    if spec.storage_class_name and not seen.claims and await reads.storage_class(spec.storage_class_name) is None:
+    if spec.storage_class_name and not observed.claims and await reads.storage_class(spec.storage_class_name) is None:
         # Helm would succeed and leave every pod Pending on an unbindable claim.
         return Problem(
             "StorageClassNotFound", f"spec.storageClassName: StorageClass {spec.storage_class_name} does not exist"
@@ -28,7 +28,7 @@ async def missing_prerequisite(
 
 
 async def ensure_credentials(
-    name: str, namespace: str, spec: DatabaseSpec, first_install: bool
+    namespace: str, name: str, spec: DatabaseSpec, first_install: bool
 ) -> tuple[str | None, Problem | None]:
     """Create the operator's Secret before the first install, or check the user's; (event message, problem)."""
     if spec.existing_secret:
@@ -47,7 +47,7 @@ async def ensure_credentials(
         return None, None
     if not first_install:  # made before the first install; never rotated, never re-made silently
         return None, None
-    body = credentials_secret(name, namespace)
+    body = credentials_secret(namespace, name)
     if await writes.create_secret_once(body):
         return f"created Secret {body['metadata']['name']} with random passwords", None
     return None, None

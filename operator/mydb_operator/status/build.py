@@ -16,10 +16,10 @@ from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, a
 from .problem import Problem
 
 
-def endpoints(release: str, namespace: str, port: int = names.POSTGRES_PORT) -> dict[str, str]:
+def endpoints(namespace: str, release: str, port: int = names.POSTGRES_PORT) -> dict[str, str]:
     return {
-        "primary": f"{names.service_host(names.read_write_service(release), namespace)}:{port}",
-        "replicas": f"{names.service_host(names.read_only_service(release), namespace)}:{port}",
+        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{port}",
+        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{port}",
     }
 
 
@@ -44,7 +44,7 @@ def build_status(
     ready_pods = [p for p in pods if is_ready(p)]
     desired = 0 if spec is None or spec.hibernate else spec.replicas
     failures = [f for f in (pod_failure(p) for p in pods) if f]
-    found = assess(
+    assessment = assess(
         problem=problem,
         hibernating=spec is not None and spec.hibernate,
         installed=applied is not None,
@@ -54,7 +54,7 @@ def build_status(
         rolled_out=rolled_out(observation.statefulset, desired),
         failures=failures,
     )
-    phase, ready, reason, message = found.phase, found.ready, found.reason, found.message
+    phase, ready, reason, message = assessment.phase, assessment.ready, assessment.reason, assessment.message
 
     progressing = phase in (DEPLOYING, PENDING) or (phase == HIBERNATED and bool(pods))
     failing = phase in (DEGRADED, FAILED)
@@ -89,7 +89,7 @@ def build_status(
         "selector": names.label_selector(names.selector_labels(release)),
         "observedGeneration": generation,
         "conditions": conditions,
-        "endpoints": endpoints(release, namespace),
+        "endpoints": endpoints(namespace, release),
     }
     running = running_version(observation.statefulset)
     if running:
@@ -108,8 +108,10 @@ def build_status(
     if backup:
         status["backup"] = backup
     if spec is not None and spec.backup:
-        healthy, why, said = backups.health(backup)
-        conditions.append(condition(old_conditions, "BackupHealthy", healthy, why, said, now, generation))
+        healthy, backup_reason, backup_message = backups.health(backup)
+        conditions.append(
+            condition(old_conditions, "BackupHealthy", healthy, backup_reason, backup_message, now, generation)
+        )
     return status
 
 

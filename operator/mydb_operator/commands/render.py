@@ -1,0 +1,54 @@
+"""render and values: what the operator would apply for a MyDatabase file, without a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import names
+from ..config import Config
+from ..desired.platform import Platform, PlatformError
+from ..desired.values import database_values
+from ..helm.errors import HelmError
+from ..model.errors import SpecError
+from ..model.spec import parse_spec
+from .preflight import make_helm, platform
+
+
+def load_database(path: str) -> dict[str, Any]:
+    """The one MyDatabase in a YAML file ('-' for stdin)."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    documents = [d for d in yaml.safe_load_all(text) if d]
+    databases: list[dict[str, Any]] = [d for d in documents if d.get("kind") == names.KIND]
+    if len(databases) != 1:
+        raise SystemExit(f"{path}: expected exactly one {names.KIND}, found {len(databases)}")
+    return databases[0]
+
+
+def values_for(database: dict[str, Any], loaded: Platform) -> dict[str, Any]:
+    try:
+        return database_values(database["metadata"]["name"], parse_spec(database.get("spec") or {}), loaded)
+    except (SpecError, PlatformError) as error:
+        raise SystemExit(f"invalid {names.KIND}: {error}") from None
+
+
+def print_values(args: argparse.Namespace, config: Config) -> None:
+    yaml.safe_dump(values_for(load_database(args.file), platform(config)), sys.stdout, sort_keys=True)
+
+
+def print_manifests(args: argparse.Namespace, config: Config) -> None:
+    """The manifests the operator would apply: same values, same chart, same object patches."""
+    database = load_database(args.file)
+    loaded = platform(config)
+    values = values_for(database, loaded)
+    namespace = args.namespace or database["metadata"].get("namespace") or "default"
+    try:
+        objects = asyncio.run(make_helm(config, loaded).template(namespace, database["metadata"]["name"], values))
+    except HelmError as error:
+        raise SystemExit(f"helm template failed: {error}") from None
+    yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)

@@ -1,0 +1,58 @@
+"""mydb-operator run: check once, elect a leader, then hand kopf the handlers and their memo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any, cast
+
+from ..config import Config
+from ..memory import tune_malloc
+from ..telemetry import logs
+from .leader_election import lead
+from .preflight import prepare_operator
+
+log = logging.getLogger(__name__)
+
+
+def run_operator(args: argparse.Namespace, config: Config) -> None:
+    """Check the chart once, wait to lead (unless --leader-elect=false), then run kopf until it stops."""
+    tune_malloc()  # first: before any thread starts
+    import kopf
+
+    from .. import handlers  # noqa: F401  (registers the handlers)
+    from ..leadership.conflicts import ScopeConflict
+    from ..leadership.identity import default_identity
+
+    with asyncio.Runner() as runner:
+        memo = prepare_operator(config, runner)
+        logs.configure(args.log_format)
+        lease = None
+        if args.leader_elect:
+            try:
+                lease = lead(args, config.namespaces)
+            except ScopeConflict as conflict:
+                log.error("%s", conflict)
+                raise SystemExit(2) from None
+        else:
+            log.warning(
+                "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
+                "instance from acting on the same databases at the same time; make sure only one runs"
+            )
+        try:
+            kopf.run(
+                loop=runner.get_loop(),
+                memo=memo,
+                clusterwide=not config.namespaces,
+                namespaces=config.namespaces,
+                standalone=True,
+                # kopf's own default asks the passwd database for the user name,
+                # and the image's numeric user has no entry there. (kopf types it as
+                # its own NewType of str, which it does not export.)
+                identity=cast(Any, default_identity()),
+                liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+            )
+        finally:
+            if lease is not None:
+                lease.release()

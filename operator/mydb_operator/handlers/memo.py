@@ -1,0 +1,33 @@
+"""What every handler shares, made once before kopf starts: kopf hands it to each handler as `memo`.
+
+The CLI checks the platform config and the chart, builds this with the Helm and
+platform it checked, and passes it to kopf.run(memo=...). kopf gives each
+resource a shallow copy, so every handler sees the same Runtime, wake-ups and
+informers. Nothing here is a module global: a test builds its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..cluster.child_store import ChildStore
+from ..cluster.informers import Informer
+from ..config import Config
+from ..desired.platform import Platform
+from ..helm.releases import Helm
+from ..reconcile.runtime import Runtime
+from .wakeups import Wakeups
+
+
+@dataclass
+class OperatorMemo:
+    config: Config
+    runtime: Runtime  # Helm, the informers' cache, the platform: what every reconcile shares
+    wakeups: Wakeups
+    informers: list[Informer] = field(default_factory=list)  # started by the startup handler, stopped at cleanup
+
+
+def operator_memo(config: Config, platform: Platform, helm: Helm) -> OperatorMemo:
+    """The handlers' shared state around a Helm and platform the start-up check already accepted."""
+    wakeups = Wakeups()
+    store = ChildStore(on_change=wakeups.poke)  # each change wakes the database it belongs to
+    return OperatorMemo(config=config, runtime=Runtime(helm=helm, children=store, platform=platform), wakeups=wakeups)

@@ -1,0 +1,67 @@
+"""backup_on_demand(): a new backup-now annotation value becomes one Job, once, against a fake API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fake_api import FakeApi, run
+
+from mydb_operator import names
+from mydb_operator.model.observation import Observation
+from mydb_operator.reconcile.on_demand_backup import backup_on_demand
+
+CRONJOB = {
+    "metadata": {"name": "db-backup", "namespace": "ns", "uid": "u-1"},
+    "spec": {"jobTemplate": {"metadata": {"labels": {"app": "backup"}},
+                             "spec": {"template": {"spec": {"containers": [{"name": "backup"}]}}}}},
+}
+WITH_BACKUP = Observation(cronjob=CRONJOB)
+
+
+def asked(token: str) -> dict[str, str]:
+    return {names.BACKUP_NOW_ANNOTATION: token}
+
+
+def backup(annotations: dict[str, str], previous: dict[str, Any], observed: Observation = WITH_BACKUP) -> Any:
+    return run(backup_on_demand("ns", "db", annotations, previous, observed))
+
+
+def test_a_new_request_starts_one_job_from_the_cronjob(api: FakeApi) -> None:
+    fields, events = backup(asked("t1"), {})
+    job_name = names.on_demand_backup_job("db", "t1")
+    assert list(api.jobs) == [("ns", job_name)]
+    job = api.jobs[("ns", job_name)]
+    assert job["metadata"]["annotations"][names.BACKUP_NOW_ANNOTATION] == "t1"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert job["spec"] == CRONJOB["spec"]["jobTemplate"]["spec"]
+    assert fields == {"lastOnDemandRequest": "t1", "lastOnDemandJob": job_name}
+    assert events == [("Normal", "BackupRequested", f"backup-now=t1: started Job {job_name}")]
+
+
+def test_a_request_already_answered_starts_nothing_and_keeps_what_status_said(api: FakeApi) -> None:
+    previous = {"backup": {"lastOnDemandRequest": "t1", "lastOnDemandJob": "db-backup-x",
+                           "lastSuccessfulTime": "2026-01-01T00:00:00Z"}}
+    assert backup(asked("t1"), previous) == ({"lastOnDemandRequest": "t1", "lastOnDemandJob": "db-backup-x"}, [])
+    assert backup({}, previous) == ({"lastOnDemandRequest": "t1", "lastOnDemandJob": "db-backup-x"}, [])
+    assert api.jobs == {}
+
+
+def test_no_request_no_job(api: FakeApi) -> None:
+    assert backup({}, {}) == ({}, [])
+    assert api.jobs == {}
+
+
+def test_a_request_without_spec_backup_is_answered_with_a_warning(api: FakeApi) -> None:
+    fields, events = backup(asked("t2"), {}, Observation())
+    assert fields == {"lastOnDemandRequest": "t2"}
+    assert events == [("Warning", "BackupNotConfigured", "backup-now=t2 ignored: spec.backup is not set")]
+    assert api.jobs == {}
+
+
+def test_a_job_made_before_a_restart_is_reported_not_made_twice(api: FakeApi) -> None:
+    job_name = names.on_demand_backup_job("db", "t3")
+    api.jobs[("ns", job_name)] = {"metadata": {"name": job_name, "namespace": "ns"}, "made": "before the restart"}
+    fields, events = backup(asked("t3"), {"backup": {"lastOnDemandRequest": "t2"}})
+    assert fields == {"lastOnDemandRequest": "t3", "lastOnDemandJob": job_name}
+    assert api.jobs[("ns", job_name)]["made"] == "before the restart" and len(api.jobs) == 1
+    assert [reason for _, reason, _ in events] == ["BackupRequested"]
