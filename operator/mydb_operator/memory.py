@@ -13,15 +13,13 @@ MALLOC_TUNING = ((M_ARENA_MAX, 2, "MALLOC_ARENA_MAX"), (M_MMAP_THRESHOLD, 128 * 
 def tune_malloc() -> None:
     """Keep the operator's RSS near what Python really holds.
 
-    make bench measured the peak RSS at 300 databases anywhere from 166 to
-    220 MB with the same code, while tracemalloc saw 25 MB of live objects
-    grow. Two arenas instead of glibc's up to 8 per core: every thread that
-    allocates (informers, executors, subprocess watchers) may get its own,
-    and freed memory stays behind in each. A fixed 128 KiB mmap threshold:
-    glibc otherwise raises it after each large free, so transient buffers
-    (Helm's JSON output, list and watch bodies) end up in the heap and the
-    heap is rarely trimmed; with it, N=300 peaked at 154 MB and fell back to
-    139 MB between waves. The environment variables win."""
+    Two arenas instead of glibc's up to 8 per core: every thread that allocates
+    (informers, executors, subprocess watchers) may get its own, and freed
+    memory stays behind in each. A fixed 128 KiB mmap threshold: glibc
+    otherwise raises it after each large free, so transient buffers (Helm's
+    JSON output, list and watch bodies) stay in a heap that is rarely trimmed.
+    The measurements are in docs/benchmarks.md (memory). The environment
+    variables win."""
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
