@@ -15,12 +15,9 @@ set -eu
 : "${BACKUP_DIR:?BACKUP_DIR is required}"
 . "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
 export PGDATABASE="${PGDATABASE:-postgres}"
-PGUSER="$(credential username)"
-password="$(credential password)"
 private="$(mktemp -d)"
 trap 'rm -rf "$private"' EXIT
-write_passfile "$private/pgpass" "$PGUSER" "$password"
-export PGUSER PGPASSFILE="$private/pgpass"
+connect_as_superuser "$private"
 
 stamp="$(date -u +%Y%m%dT%H%M%SZ)"
 name="$stamp.dump"

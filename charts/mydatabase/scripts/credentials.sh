@@ -29,6 +29,16 @@ write_passfile() {
   mv "$1.new" "$1"
 }
 
+# connect_as_superuser DIR: export PGUSER (the credentials' superuser) and
+# PGPASSFILE (a password file written in DIR, which the caller removes), so
+# libpq connects as the superuser without a password in the environment.
+connect_as_superuser() {
+  PGUSER="$(credential username)"
+  superuser_password="$(credential password)"
+  write_passfile "$1/pgpass" "$PGUSER" "$superuser_password"
+  export PGUSER PGPASSFILE="$1/pgpass"
+}
+
 # ':' and '\' are the password file's field syntax.
 pgpass_escape() {
   printf '%s' "$1" | sed 's/[\\:]/\\&/g'

@@ -19,12 +19,9 @@ set -eu
 : "${PGHOST:?PGHOST is required}"
 if [ -z "${PGUSER:-}" ] && [ -n "${CREDENTIALS_DIR:-}" ]; then
   . "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
-  PGUSER="$(credential username)"
-  password="$(credential password)"
   private="$(mktemp -d)"
   trap 'rm -rf "$private"' EXIT
-  write_passfile "$private/pgpass" "$PGUSER" "$password"
-  export PGUSER PGPASSFILE="$private/pgpass"
+  connect_as_superuser "$private"
 fi
 : "${PGUSER:?PGUSER is required}"
 export PGDATABASE="${PGDATABASE:-postgres}"

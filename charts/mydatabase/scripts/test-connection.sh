@@ -13,12 +13,10 @@ set -eu
 : "${RW_HOST:?RW_HOST is required}"
 : "${RO_HOST:?RO_HOST is required}"
 . "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
-PGUSER="$(credential username)"
-password="$(credential password)"
 private="$(mktemp -d)"
 trap 'rm -rf "$private"' EXIT
-write_passfile "$private/pgpass" "$PGUSER" "$password"
-export PGUSER PGPASSFILE="$private/pgpass" PGDATABASE=postgres PGCONNECT_TIMEOUT=10
+connect_as_superuser "$private"
+export PGDATABASE=postgres PGCONNECT_TIMEOUT=10
 
 sql() {
   host="$1"
