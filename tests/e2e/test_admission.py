@@ -196,6 +196,8 @@ INVALID = [
                  id="schedule-day-name"),
     pytest.param(create(with_(backup={"schedule": "@reboot"}), "spec.backup.schedule", CRON),
                  id="schedule-at-reboot"),
+    pytest.param(create(with_(backup={"schedule": "0 22-2 * * *"}), "spec.backup.schedule",
+                        "schedule ranges must run forwards"), id="schedule-range-backwards"),
     # --- backup retention, backup without schedule ---------------------------
     pytest.param(create(with_(backup={**DAILY, "retention": "7"}), "spec.backup.retention", RETENTION),
                  id="retention-no-unit"),
@@ -402,3 +404,20 @@ def test_boundary_values_are_accepted(cluster, crd, namespace, spec: dict, name:
     result = apply(cluster, namespace, manifest(spec, name))
     assert result.returncode == 0, result.stderr
     assert get_json(cluster, "-n", namespace, "mydb", name) != {}
+
+
+# --- the cron language: the same table the operator's check is tested against ---
+CRON_CASES = yaml.safe_load((REPO / "tests" / "cron_schedules.yaml").read_text())
+
+
+@pytest.mark.parametrize("schedule", CRON_CASES["accepted"])
+def test_schedules_the_operator_accepts_are_admitted(cluster, crd, corpus_namespace, schedule: str):
+    result = apply(cluster, corpus_namespace, manifest(with_(backup={"schedule": schedule})), "--dry-run=server")
+    assert result.returncode == 0, f"{schedule!r} refused:\n{result.stderr}"
+
+
+@pytest.mark.parametrize("schedule", [case["schedule"] for case in CRON_CASES["refused"]])
+def test_schedules_the_operator_refuses_are_refused_at_admission(cluster, crd, corpus_namespace, schedule: str):
+    result = apply(cluster, corpus_namespace, manifest(with_(backup={"schedule": schedule})), "--dry-run=server")
+    assert result.returncode != 0, f"{schedule!r} admitted, but the operator refuses it"
+    assert "spec.backup.schedule" in result.stderr, result.stderr

@@ -1,53 +1,83 @@
-"""Cron schedules checked as the CronJob controller would: five fields, each in range."""
+"""Cron schedules in the one language the CRD's CEL rules accept.
+
+The language is the CRD's (crds/, spec.backup.schedule): an @shortcut, or five
+fields separated by spaces, each a comma list of `*` (`?` in the two day
+fields), `n` or `a-b` with a <= b, optionally `/step` (1-99); numbers only, with
+at most as many digits as the field's highest value. tests/cron_schedules.yaml
+holds the cases both this check and the API server are tested against.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from .errors import SpecError
 
-CRON_SHORTCUTS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
-MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...]], ...] = (
-    # name, lowest, highest, names allowed in place of numbers
-    ("minute", 0, 59, ()),
-    ("hour", 0, 23, ()),
-    ("day of month", 1, 31, ()),
-    ("month", 1, 12, MONTHS),
-    ("day of week", 0, 7, WEEKDAYS),
+CRON_SHORTCUTS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+@dataclass(frozen=True)
+class CronField:
+    name: str
+    low: int
+    high: int
+    wildcards: str  # the characters that mean "every value"
+
+    @property
+    def digits(self) -> int:
+        return len(str(self.high))
+
+
+CRON_FIELDS = (
+    CronField("minute", 0, 59, "*"),
+    CronField("hour", 0, 23, "*"),
+    CronField("day of month", 1, 31, "*?"),
+    CronField("month", 1, 12, "*"),
+    CronField("day of week", 0, 6, "*?"),
 )
+FIELD_SEPARATOR = re.compile(" +")
+STEP = re.compile(r"[1-9][0-9]?")
 
 
 def check_cron(field_path: str, expression: str) -> None:
-    """Refuse what the CronJob controller would refuse: wrong arity or values out of range."""
-    if expression.strip().lower() in CRON_SHORTCUTS:
+    """Raise SpecError, naming the field and the fault, for a schedule outside the language."""
+    if expression in CRON_SHORTCUTS:
         return
-    parts = expression.split()
+    parts = FIELD_SEPARATOR.split(expression)  # a space before or after makes an empty sixth field
     if len(parts) != len(CRON_FIELDS):
-        raise SpecError(field_path, f"{expression!r} must have 5 fields (minute hour day month weekday)")
-    for part, (name, low, high, names) in zip(parts, CRON_FIELDS, strict=True):
+        raise SpecError(
+            field_path,
+            f"{expression!r} must have 5 fields (minute hour day month weekday) "
+            f"separated by spaces, or be one of {', '.join(CRON_SHORTCUTS)}",
+        )
+    for part, field in zip(parts, CRON_FIELDS, strict=True):
         for item in part.split(","):
-            _check_cron_item(field_path, name, item, low, high, names)
+            _check_item(field_path, field, item)
 
 
-def _check_cron_item(field_path: str, name: str, item: str, low: int, high: int, names: tuple[str, ...]) -> None:
-    body, _, step = item.partition("/")
-    if step and (not step.isdigit() or int(step) == 0):
-        raise SpecError(field_path, f"bad step {step!r} in the {name} field")
-    if body in ("*", "?"):
+def _check_item(field_path: str, field: CronField, item: str) -> None:
+    body, slash, step = item.partition("/")
+    if slash and not STEP.fullmatch(step):
+        raise SpecError(field_path, f"bad step {step!r} in the {field.name} field (a number from 1 to 99)")
+    if len(body) == 1 and body in field.wildcards:
         return
     bounds = body.split("-")
     if len(bounds) > 2:
-        raise SpecError(field_path, f"bad range {body!r} in the {name} field")
-    values = []
-    for bound in bounds:
-        if bound.lower() in names:
-            values.append(names.index(bound.lower()) + (1 if low == 1 else 0))
-        elif bound.isdigit():
-            values.append(int(bound))
-        else:
-            raise SpecError(field_path, f"{bound!r} is not a value of the {name} field")
-    for value in values:
-        if not low <= value <= high:
-            raise SpecError(field_path, f"{value} is out of range for the {name} field ({low}-{high})")
+        raise SpecError(field_path, f"bad range {body!r} in the {field.name} field")
+    values = [_value(field_path, field, bound) for bound in bounds]
     if len(values) == 2 and values[0] > values[1]:
-        raise SpecError(field_path, f"range {body!r} in the {name} field runs backwards")
+        raise SpecError(field_path, f"range {body!r} in the {field.name} field runs backwards")
+
+
+def _value(field_path: str, field: CronField, bound: str) -> int:
+    if not (bound.isascii() and bound.isdigit()) or len(bound) > field.digits:
+        raise SpecError(
+            field_path,
+            f"{bound!r} is not a value of the {field.name} field "
+            f"(numbers {field.low}-{field.high}; names are not accepted)",
+        )
+    value = int(bound)
+    if not field.low <= value <= field.high:
+        raise SpecError(field_path, f"{value} is out of range for the {field.name} field ({field.low}-{field.high})")
+    return value
