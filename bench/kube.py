@@ -151,6 +151,7 @@ class Tracker:
     def __init__(self, key: Callable[[dict], str | None]):
         self.key = key
         self.latest: dict[str, dict] = {}
+        self.deleted: dict[str, float] = {}  # key -> time.monotonic() of its latest DELETED event
         self.goals: dict[str, Goal] = {}
         self.lock = threading.Lock()
 
@@ -164,6 +165,18 @@ class Tracker:
             for goal in self.goals.values():
                 if key not in goal.met and goal.predicate(key, obj):
                     goal.met[key] = now
+
+    def gone(self, obj: dict) -> None:
+        key = self.key(obj)
+        if key is None:
+            return
+        with self.lock:
+            self.latest.pop(key, None)
+            self.deleted[key] = time.monotonic()
+
+    def deleted_at(self) -> dict[str, float]:
+        with self.lock:
+            return dict(self.deleted)
 
     def add_goal(self, name: str, predicate: Callable[[str, dict], bool]) -> None:
         """Track a goal from now on; objects that already meet it count as met now."""
@@ -220,6 +233,8 @@ class Watch(threading.Thread):
                         version = obj.get("metadata", {}).get("resourceVersion", version)
                         if event["type"] in ("ADDED", "MODIFIED"):
                             self.tracker.seen(obj)
+                        elif event["type"] == "DELETED":
+                            self.tracker.gone(obj)
                 finally:
                     response.close()
                     response.release_conn()
@@ -285,3 +300,17 @@ def by_name(obj: dict) -> str:
 
 def by_helm_release(obj: dict) -> str | None:
     return (obj["metadata"].get("labels") or {}).get("name")
+
+
+def releases_gone(records: dict[str, str], deleted: dict[str, float]) -> dict[str, float]:
+    """{release: when its last record went} for each release all of whose records are deleted.
+
+    records: {record name: release} as they were before the wave; deleted: {record name: when}."""
+    pending: set[str] = set()
+    gone: dict[str, float] = {}
+    for record, release in records.items():
+        if record in deleted:
+            gone[release] = max(gone.get(release, 0.0), deleted[record])
+        else:
+            pending.add(release)
+    return {release: t for release, t in gone.items() if release not in pending}

@@ -37,3 +37,18 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
     return round(numerator / denominator, 2)
+
+
+def median(values: Iterable[float]) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def across(values: list[float]) -> dict:
+    """The same measure over several runs: median, min, max, and the spread (max - min) / median."""
+    mid = median(values)
+    return {"median": _round(mid), "min": _round(min(values)), "max": _round(max(values)),
+            "spread": round((max(values) - min(values)) / mid, 3) if mid else None}
