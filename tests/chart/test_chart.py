@@ -335,11 +335,11 @@ def test_standard_labels_everywhere(render):
         assert STANDARD_LABELS <= set(labels), (d["kind"], d["metadata"]["name"])
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
-        assert labels["helm.sh/chart"] == "mydatabase-0.2.0"
+        assert labels["helm.sh/chart"] == "mydatabase-0.3.0"
         assert labels["app.kubernetes.io/version"] == "15.2"
     pod_meta = out.get("StatefulSet", RELEASE)["spec"]["template"]["metadata"]
     assert pod_meta["labels"] == {**SELECTOR, "app.kubernetes.io/component": "database",
-                                  "team": "payments"}
+                                  "team": "payments", "myapp.example.com/role": "replica"}
     assert pod_meta["annotations"]["example.com/note"] == "x"
 
 

@@ -175,8 +175,8 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
             return len(replaced) == len(pods)
         wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
         assert replaced == [f"{name}-1", f"{name}-0"], replaced
-        wait_for("the release on chart 0.2.0", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
-                 .get("status") or {}).get("release", {}).get("chart") == "mydatabase-0.2.0", timeout=120)
+        wait_for("the release on chart 0.3.0", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
+                 .get("status") or {}).get("release", {}).get("chart") == "mydatabase-0.3.0", timeout=120)
         wait_ready(cluster, namespace, name, timeout=300)
         wait_streaming(cluster, namespace, f"{name}-0", 1)
         for pod in pods:

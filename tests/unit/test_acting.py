@@ -50,7 +50,8 @@ def test_a_first_install_creates_the_secret_then_runs_helm(api: FakeApi, helm: F
     assert outcome.applied["spec"] == INSTALLED["spec"] and len(outcome.applied["appliedHash"]) == 16
     assert outcome.operation is not None
     assert (outcome.operation["type"], outcome.operation["result"]) == ("Install", "InProgress")
-    assert reasons(outcome) == ["CredentialsCreated", "Applied"]
+    assert reasons(outcome) == ["Applied"]  # one Event tells both, one API write
+    assert "created Secret db-credentials with random passwords" in outcome.events[-1][2]
     assert outcome.observed == after_helm and outcome.problem is None
 
 
@@ -138,6 +139,14 @@ def test_a_helm_failure_keeps_the_last_release(api: FakeApi, helm: FakeHelm, run
     assert outcome.problem is not None
     assert (outcome.problem.reason, outcome.problem.message) == ("HelmFailed", "UPGRADE FAILED: timed out")
     assert (outcome.applied, outcome.operation, outcome.events) == (INSTALLED, SETTLED, [])
+
+
+def test_a_first_install_whose_helm_fails_still_tells_of_the_secret(api: FakeApi, helm: FakeHelm,
+                                                                    runtime: Runtime) -> None:
+    helm.failure = "INSTALL FAILED: boom"
+    outcome = acted(runtime, target(), Observation())
+    assert list(api.secrets) == [SECRET] and outcome.problem is not None
+    assert reasons(outcome) == ["CredentialsCreated"]
 
 
 def test_a_held_back_major_version_is_reported_although_the_rest_applies(api: FakeApi, helm: FakeHelm,

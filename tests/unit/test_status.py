@@ -5,7 +5,7 @@ from mydb_operator.model.observation import Observation
 from mydb_operator.model.spec import parse_spec
 from mydb_operator.policy.drift import drift
 from mydb_operator.status.build import build_status
-from mydb_operator.status.patch import status_patch
+from mydb_operator.status.patch import PROGRESS_HOLD_SECONDS, hold_for, progress_only, status_patch
 from mydb_operator.status.problem import Problem
 
 SPEC = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": "0 2 * * *"}})
@@ -124,3 +124,33 @@ def test_drift_detects_missing_and_edited_children():
     assert "CronJob is missing" in drift(SPEC, values, Observation(statefulset=statefulset(), services=services), "db")
     scaled = Observation(statefulset=statefulset(replicas=1), services=services, cronjob=cron)
     assert "1 replicas instead of 3" in drift(SPEC, values, scaled, "db")
+
+
+def test_pods_coming_up_one_by_one_are_progress_and_ready_is_a_transition():
+    def roll(*pods):
+        return status_of(Observation(statefulset=statefulset(), pods=list(pods)), previous=first, now=T1)
+    first = status_of(Observation(statefulset=statefulset()))  # just installed: no pod yet
+    steps = [roll(pod(0, ready=False)), roll(pod(0)), roll(pod(0), pod(1, ready=False)),
+             roll(pod(0), pod(1), pod(2, ready=False))]
+    assert all(progress_only(first, step) for step in steps)
+    assert not progress_only(first, roll(pod(0), pod(1), pod(2)))  # Running and Ready
+    assert not progress_only(first, status_of(Observation(statefulset=statefulset()), applied={**APPLIED, "revision": 2}))
+
+
+def test_a_progress_change_waits_at_most_the_hold_and_a_transition_never():
+    first = status_of(Observation(statefulset=statefulset()))
+    progress = status_of(Observation(statefulset=statefulset(), pods=[pod(0)]), previous=first)
+    ready = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)]), previous=first)
+    assert hold_for(first, progress, held_since=None, now=100.0) == PROGRESS_HOLD_SECONDS
+    assert hold_for(first, progress, held_since=100.0, now=105.0) == PROGRESS_HOLD_SECONDS - 5
+    assert hold_for(first, progress, held_since=100.0, now=100.0 + PROGRESS_HOLD_SECONDS) is None
+    assert hold_for(first, ready, held_since=None, now=100.0) is None
+
+
+def test_a_claim_still_being_provisioned_is_not_resizing():
+    def claim(name, capacity=None):
+        return {"metadata": {"name": name}, "status": {"capacity": {"storage": capacity}} if capacity else {}}
+    creating = status_of(Observation(statefulset=statefulset(), claims=[claim("data-db-0", "1Gi"), claim("data-db-1")]))
+    assert cond(creating, "Resizing")["status"] == "False"
+    growing = status_of(Observation(statefulset=statefulset(), claims=[claim("data-db-0", "512Mi"), claim("data-db-1")]))
+    assert cond(growing, "Resizing")["status"] == "True" and "waiting for data-db-0" in cond(growing, "Resizing")["message"]

@@ -12,7 +12,7 @@ import kopf
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail, failure_reason
 from ..policy.backoff import Backoff
-from ..reconcile.reporting import count_api_failure, reconcile_and_store
+from ..reconcile.reporting import StoredStatus, count_api_failure, reconcile_and_store
 from ..telemetry import metrics
 from .memo import OperatorMemo
 from .wakeups import sleep_until_poked
@@ -34,7 +34,7 @@ async def run_database(
     assert namespace is not None  # MyDatabase is a namespaced resource
     key = (namespace, name)
     wake = memo.wakeups.register(key)
-    known_status: dict[str, Any] | None = None
+    stored = StoredStatus()
     backoff = Backoff()
     try:
         while not stopped:
@@ -42,11 +42,11 @@ async def run_database(
             delay = memo.config.resync_seconds
             started = time.perf_counter()
             try:
-                outcome = await reconcile_and_store(snapshot_of(body), known_status, memo.runtime)
-                if known_status is None and not outcome.events:
+                first_pass = stored.status is None
+                outcome = await reconcile_and_store(snapshot_of(body), stored, memo.runtime)
+                if first_pass and not outcome.events:
                     revision = (outcome.status.get("release") or {}).get("revision")
                     log.info("%s/%s: up to date at helm revision %s, no helm run needed", namespace, name, revision)
-                known_status = outcome.status
                 for type_, reason, message in outcome.events:
                     kopf.event(body, type=type_, reason=reason, message=message)
                 if outcome.problem:
@@ -61,6 +61,9 @@ async def run_database(
                     )
                 else:
                     backoff.succeeded()
+                held = stored.write_due_in()
+                if held is not None:  # a held status change is written by the pass after the hold
+                    delay = min(delay, held)
             except API_FAILURES as error:
                 # The API refused, or could not be reached (it restarts, the network drops):
                 # one line, then the same back-off; the loop itself never dies of it.

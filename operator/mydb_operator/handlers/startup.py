@@ -21,12 +21,22 @@ from .memo import OperatorMemo
 log = logging.getLogger(__name__)
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Keeps no last-handled configuration. kopf diffs against it only for create, update and field
+    handlers, and the operator has none: the daemon compares the spec with status.release itself.
+    Storing one would be an API write per new database that nothing reads."""
+
+    def fetch(self, *, body: kopf.Body) -> None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def apply_settings(settings: kopf.OperatorSettings, namespaces: tuple[str, ...]) -> None:
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=names.ANNOTATION_PREFIX, key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30

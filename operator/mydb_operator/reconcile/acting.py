@@ -31,11 +31,10 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
     namespace, name, spec = target.namespace, target.name, target.spec
     outcome = decision.unchanged(target, observed)
+    credentials_event: str | None = None
     blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
         credentials_event, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
-        if credentials_event:
-            outcome.events.append(("Normal", "CredentialsCreated", credentials_event))
     if blocker is not None:
         outcome.problem = blocker
         return outcome
@@ -44,6 +43,8 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
             outcome.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, observed)))
         result = await runtime.helm.upgrade(namespace, name, decision.values)
     except (HelmError, TimeoutError) as error:
+        if credentials_event:
+            outcome.events.insert(0, ("Normal", "CredentialsCreated", credentials_event))
         outcome.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
         return outcome
     summary = applied_summary(decision.effective)
@@ -58,6 +59,10 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     }
     outcome.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
-    outcome.events.append(("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}"))
+    # A Secret created in the same pass is told in the same Event: one API write, not two.
+    also = f"; {credentials_event}" if credentials_event else ""
+    outcome.events.append(
+        ("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}{also}")
+    )
     outcome.observed = await observe_after_helm(namespace, name, decision.effective, runtime)
     return outcome

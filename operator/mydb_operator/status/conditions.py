@@ -38,15 +38,17 @@ def resizing_condition(
     """True while some data claim has not reached spec.storage (the driver is still expanding it)."""
     if blocked:
         return condition(previous, "Resizing", False, "ExpansionNotSupported", blocked, now, generation)
-    short = claims_short_of(observation.claims, spec.storage) if spec and observation.claims else []
+    # A claim not bound yet has no capacity: it is being provisioned at its size, not expanded.
+    bound = [c for c in observation.claims if ((c.get("status") or {}).get("capacity") or {}).get("storage")]
+    short = claims_short_of(bound, spec.storage) if spec and bound else []
     if spec and short:
-        done = len(observation.claims) - len(short)
+        done = len(bound) - len(short)
         return condition(
             previous,
             "Resizing",
             True,
             "ExpandingVolumes",
-            f"{done}/{len(observation.claims)} claims at {spec.storage}; waiting for {', '.join(short)}",
+            f"{done}/{len(bound)} claims at {spec.storage}; waiting for {', '.join(short)}",
             now,
             generation,
         )

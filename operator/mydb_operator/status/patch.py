@@ -14,3 +14,31 @@ def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     for key in owned_previous.keys() - new.keys():
         patch[key] = None
     return patch
+
+
+# Fields that only count progress within a phase (pods appearing and turning ready). A change to
+# nothing else may wait up to PROGRESS_HOLD_SECONDS, so a roll of three pods costs the API server
+# one status write at its end instead of one per pod; any other change is written at once.
+PROGRESS_FIELDS = frozenset({"readyReplicas", "replicas", "message", "primary", "pendingRestart"})
+PROGRESS_HOLD_SECONDS = 20.0
+
+
+def _without_progress(status: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in status.items() if k not in PROGRESS_FIELDS and k != "kopf"}
+    kept["conditions"] = [{k: v for k, v in c.items() if k != "message"} for c in status.get("conditions") or []]
+    return kept
+
+
+def progress_only(previous: dict[str, Any], new: dict[str, Any]) -> bool:
+    """True when previous and new differ only in progress counters and messages."""
+    return _without_progress(previous) == _without_progress(new)
+
+
+def hold_for(previous: dict[str, Any], new: dict[str, Any], held_since: float | None, now: float) -> float | None:
+    """Seconds a status change may still wait, or None to write it now.
+
+    held_since: when this run of progress-only changes was first held back (None: not holding)."""
+    if not progress_only(previous, new):
+        return None
+    left = PROGRESS_HOLD_SECONDS - (now - (held_since if held_since is not None else now))
+    return left if left > 0 else None
