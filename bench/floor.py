@@ -30,7 +30,7 @@ import yaml
 
 from mydb_operator.desired.credentials import credentials_secret
 
-from .process import REPO
+REPO = Path(__file__).resolve().parent.parent  # not from .process: the pure tests run without psutil
 
 FIELD_MANAGER = "mydb-bench-floor"
 
