@@ -90,9 +90,10 @@ def data_claim_prefix(release: str) -> str:
     return f"{DATA_CLAIM_TEMPLATE}-{release}-"
 
 
-def pod_release(pod_name: str) -> str:
-    """The release of a StatefulSet pod: its name without the ordinal."""
-    return pod_name.rsplit("-", 1)[0]
+def is_database_pod(pod_name: str, release: str) -> bool:
+    """A pod of the release's StatefulSet (`<release>-<ordinal>`), not its helm test or backup pods."""
+    prefix, _, ordinal = pod_name.rpartition("-")
+    return prefix == release and ordinal.isdigit()
 
 
 def pod_ordinal(pod_name: str) -> int:

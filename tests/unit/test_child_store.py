@@ -50,6 +50,7 @@ def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
     store.apply("persistentvolumeclaims", "ADDED", obj("data-db-0"))
     store.apply("persistentvolumeclaims", "ADDED", obj("db-backups"))  # not a data claim
     store.apply("pods", "ADDED", obj("db-0", namespace="elsewhere"))
+    store.apply("pods", "ADDED", obj("db-test"))  # the chart's helm test pod: not a database pod
     seen = store.observation("ns", "db")
     assert seen.statefulset["spec"] == {"replicas": 3}
     assert "managedFields" not in seen.statefulset["metadata"]

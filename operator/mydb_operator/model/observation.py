@@ -43,7 +43,7 @@ def assemble(
     """One database's Observation from objects that carry its selector labels."""
     return Observation(
         statefulset=next((s for s in statefulsets if name_of(s) == release), None),
-        pods=sorted((p for p in pods if names.pod_release(name_of(p)) == release), key=name_of),
+        pods=sorted((p for p in pods if names.is_database_pod(name_of(p), release)), key=name_of),
         cronjob=next((c for c in cronjobs if name_of(c) == names.backup_cronjob(release)), None),
         jobs=sorted(jobs, key=name_of),
         services=sorted(name_of(s) for s in services),
