@@ -53,10 +53,6 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
-def _triple(summary: dict) -> str:
-    return f"{_s(summary['p50'])} / {_s(summary['p95'])} / {_s(summary['max'])}"
-
-
 def measures(size: dict) -> dict[str, Any]:
     """One size of one run as the issue's measures (None where the wave did not run)."""
     op = size.get("operator") or {}
