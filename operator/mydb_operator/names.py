@@ -47,6 +47,11 @@ def label_selector(labels: dict[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
+def release_record_labels(release: str) -> dict[str, str]:
+    """The labels Helm puts on every stored revision of a release (one ConfigMap each)."""
+    return {"owner": "helm", "name": release}
+
+
 # ---------------------------------------------------------------- one release's objects
 
 POSTGRES_CONTAINER = "postgres"  # its image tag is the running version

@@ -323,6 +323,9 @@ def test_parameter_change_rolls_pods(render):
     assert re.fullmatch(r"[0-9a-f]{64}", base)
     assert checksum(seed()) == base
     assert checksum(seed(postgresql={"port": 5432, "parameters": {"work_mem": "8MB"}})) != base
+    # Only the ConfigMap's data counts: the owner (set once per database) and labels restart nothing.
+    owner = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "name": RELEASE, "uid": "u-1"}
+    assert checksum(seed(owner=owner)) == base
 
 
 def test_standard_labels_everywhere(render):
@@ -335,7 +338,7 @@ def test_standard_labels_everywhere(render):
         assert STANDARD_LABELS <= set(labels), (d["kind"], d["metadata"]["name"])
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
-        assert labels["helm.sh/chart"] == "mydatabase-0.3.0"
+        assert labels["helm.sh/chart"] == "mydatabase-0.4.0"
         assert labels["app.kubernetes.io/version"] == "15.2"
     pod_meta = out.get("StatefulSet", RELEASE)["spec"]["template"]["metadata"]
     assert pod_meta["labels"] == {**SELECTOR, "app.kubernetes.io/component": "database",

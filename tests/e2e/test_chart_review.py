@@ -175,8 +175,8 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
             return len(replaced) == len(pods)
         wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
         assert replaced == [f"{name}-1", f"{name}-0"], replaced
-        wait_for("the release on chart 0.3.0", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
-                 .get("status") or {}).get("release", {}).get("chart") == "mydatabase-0.3.0", timeout=120)
+        wait_for("the release on chart 0.4.0", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
+                 .get("status") or {}).get("release", {}).get("chart") == "mydatabase-0.4.0", timeout=120)
         wait_ready(cluster, namespace, name, timeout=300)
         wait_streaming(cluster, namespace, f"{name}-0", 1)
         for pod in pods:
@@ -186,3 +186,7 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
         assert "passfile=" in conninfo and "password=" not in conninfo, conninfo
         assert get_json(cluster, "-n", namespace, "pdb", name) != {}
         assert get_json(cluster, "-n", namespace, "networkpolicy", name) != {}
+        # The upgrade put the MyDatabase's ownerReference on the old release's objects too.
+        owner = get_json(cluster, "-n", namespace, "mydb", name)["metadata"]["uid"]
+        refs = get_json(cluster, "-n", namespace, "statefulset", name)["metadata"].get("ownerReferences") or []
+        assert [ref["uid"] for ref in refs] == [owner], refs

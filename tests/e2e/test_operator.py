@@ -135,16 +135,41 @@ def test_deleted_children_are_put_back(cluster, operator, namespace):
     wait_ready(cluster, namespace, "drifty")
 
 
+def release_objects(cluster, namespace: str, name: str) -> list[str]:
+    """What is left of a release's objects besides its claims, as kind/name."""
+    listed = get_json(cluster, "-n", namespace, "statefulsets,services,configmaps,cronjobs,pdb,networkpolicies",
+                      "-l", f"app.kubernetes.io/instance={name}")
+    return sorted(f"{o['kind']}/{o['metadata']['name']}" for o in listed["items"])
+
+
 def test_delete_retain_keeps_claims_and_secret(cluster, operator, namespace):
-    """Default deletionPolicy Retain: the release goes, the PVCs and the credentials stay."""
-    apply_db(cluster, namespace, "keep", {"replicas": 2, "version": "15.2", "storage": "1Gi"})
+    """Default deletionPolicy Retain: the release goes, the PVCs and the credentials stay. The objects are the
+    MyDatabase's own, so no Helm runs: the records go in one request, the garbage collector takes the rest."""
+    apply_db(cluster, namespace, "keep", {"replicas": 2, "version": "15.2", "storage": "1Gi",
+                                          "backup": {"schedule": "@daily"}})
     wait_ready(cluster, namespace, "keep")
+    assert len(release_objects(cluster, namespace, "keep")) == 9
     cluster.kubectl("delete", "-n", namespace, "mydb/keep", "--timeout=60s")
     assert "keep" not in helm(cluster, "list", "-n", namespace, "-q").split()
-    assert get_json(cluster, "-n", namespace, "statefulset", "keep") == {}
+    wait_for("the garbage collector to remove the release's objects",
+             lambda: not release_objects(cluster, namespace, "keep"), timeout=60)
     claims = [c["metadata"]["name"] for c in get_json(cluster, "-n", namespace, "pvc")["items"]]
-    assert sorted(claims) == ["data-keep-0", "data-keep-1"]
+    assert sorted(claims) == ["data-keep-0", "data-keep-1", "keep-backups"]
     assert get_json(cluster, "-n", namespace, "secret", "keep-credentials") != {}
+    assert f"{namespace}/keep: deleted, its objects go with it (garbage collector)" in operator.log_since_start()
+
+
+def test_a_release_from_before_owner_references_is_uninstalled(cluster, operator, namespace):
+    """A release whose StatefulSet the MyDatabase does not own (made by chart 0.3.0 or older, or by a
+    platform chart without the owner) is removed by helm uninstall: nothing is left behind either way."""
+    apply_db(cluster, namespace, "older", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "older")
+    cluster.kubectl("patch", "-n", namespace, "statefulset", "older", "--type=json",
+                    "-p", '[{"op": "remove", "path": "/metadata/ownerReferences"}]')
+    cluster.kubectl("delete", "-n", namespace, "mydb/older", "--timeout=60s")
+    assert "older" not in helm(cluster, "list", "-n", namespace, "-q").split()
+    assert release_objects(cluster, namespace, "older") == []  # helm uninstall deleted them before returning
+    assert f"{namespace}/older: deleted, its release uninstalled" in operator.log_since_start()
 
 
 def test_delete_policy_delete_removes_claims_and_secret(cluster, operator, namespace):
@@ -169,6 +194,10 @@ def test_render_equals_what_the_operator_applied(cluster, operator, namespace):
     ).stdout
     rendered_docs = [d for d in yaml.safe_load_all(rendered) if d]
     applied_docs = [d for d in yaml.safe_load_all(helm(cluster, "get", "manifest", "production-db", "-n", namespace)) if d]
+    # The one difference: the operator's release is owned by the live MyDatabase (its uid), a CR file is not.
+    owner = get_json(cluster, "-n", namespace, "mydb", "production-db")["metadata"]["uid"]
+    assert {(d["kind"], d["metadata"].pop("ownerReferences", [{}])[0].get("uid")) for d in applied_docs} == {
+        (d["kind"], None if d["kind"] == "PersistentVolumeClaim" else owner) for d in applied_docs}
     key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
     assert sorted(rendered_docs, key=key) == sorted(applied_docs, key=key)
 

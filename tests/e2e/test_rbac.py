@@ -47,7 +47,7 @@ NAMESPACED_RIGHTS = {
     "events": {"create", "patch"},
     "events.events.k8s.io": {"create", "patch"},
     "services": ALL,
-    "configmaps": ALL,
+    "configmaps": ALL | {"deletecollection"},
     "persistentvolumeclaims": ALL,
     "statefulsets.apps": ALL,
     "cronjobs.batch": ALL,

@@ -5,6 +5,7 @@ policies and the values are the operator's own."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jsonpatch
@@ -148,3 +149,10 @@ def test_claims_that_name_no_class_are_judged_by_the_specs_class_before_the_defa
     decision = decided(runtime, target({"appliedHash": "old"}, storage="2Gi", storageClassName="fixed"),
                        running(claims=[data_claim(0)]))
     assert not decision.storage.grow and decision.storage_blocked is not None
+
+
+def test_the_owner_is_in_the_values_only_when_the_chart_owns_its_objects(api: FakeApi, helm: FakeHelm) -> None:
+    owned = Target("ns", "db", parse_spec(SPEC), None, None, uid="u-1")
+    assert "owner" not in decided(make_runtime(helm), owned, Observation()).values
+    owning = dataclasses.replace(make_runtime(helm), owns_children=True)
+    assert decided(owning, owned, Observation()).values["owner"]["uid"] == "u-1"

@@ -1,6 +1,7 @@
-"""build_values and release_hash: the seed's values, hibernation, backups, and a hash that moves with them."""
+"""build_values, database_values and release_hash: the seed's values, hibernation, backups, and a hash that moves with them."""
 
-from mydb_operator.desired.values import build_values, release_hash
+from mydb_operator.desired.platform import Platform
+from mydb_operator.desired.values import build_values, database_values, release_hash
 from mydb_operator.model.spec import parse_spec
 
 SEED = {"replicas": 3, "version": "15.2", "storage": "100Gi",
@@ -53,3 +54,11 @@ def test_resources_only_when_the_spec_gives_them():
                                             "backup": {**SEED["backup"], "resources": backup}}))
     assert values["resources"] == database
     assert values["backup"]["resources"] == backup
+
+
+def test_the_owner_goes_in_last_and_only_when_given():
+    spec = parse_spec(SEED)
+    assert "owner" not in database_values("db", spec, Platform())  # helm template, render: no owner
+    platform = Platform(values={"owner": {"uid": "someone-else"}})
+    values = database_values("db", spec, platform, owner_uid="u-1")
+    assert values["owner"] == {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "name": "db", "uid": "u-1"}

@@ -40,6 +40,11 @@ app.kubernetes.io/part-of: mydatabase-operator
 - apiGroups: [""]
   resources: [services, configmaps, persistentvolumeclaims]
   verbs: [get, list, watch, create, update, patch, delete]
+# Deleting a MyDatabase whose objects it owns deletes the release's records in
+# one request (label selector owner=helm,name=RELEASE) instead of a helm uninstall.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [deletecollection]
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [get, list, watch, create, update, patch, delete]

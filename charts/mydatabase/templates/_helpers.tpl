@@ -55,6 +55,24 @@ app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 helm.sh/chart: {{ include "mydatabase.chart" .ctx }}
 {{- end -}}
 
+{{/*
+ownerReferences to the MyDatabase (the operator's `owner` value), for every
+object except claims: deleting the MyDatabase then lets the garbage collector
+remove them without a Helm run. Claims hold the data and outlive it unless
+deletionPolicy says otherwise. No blockOwnerDeletion: nothing waits for them.
+*/}}
+{{- define "mydatabase.ownerReferences" -}}
+{{- with .Values.owner -}}
+{{- if .uid }}
+ownerReferences:
+  - apiVersion: {{ .apiVersion | quote }}
+    kind: {{ .kind | quote }}
+    name: {{ .name | quote }}
+    uid: {{ .uid | quote }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Container image reference: [registry/]repository:tag[@digest]. With a
 digest the runtime pulls exactly that image; the tag stays for people. */}}
 {{- define "mydatabase.image" -}}

@@ -62,6 +62,17 @@ def delete_claims(namespace: str, release: str) -> list[str]:
 
 
 @threaded
+def delete_release_records(namespace: str, release: str) -> None:
+    """Forget a release: delete Helm's stored revisions (ConfigMaps) in one request, its objects left to
+    the garbage collector (they are owned by the MyDatabase)."""
+    clients.send(
+        clients.core().delete_collection_namespaced_config_map,
+        namespace,
+        label_selector=names.label_selector(names.release_record_labels(release)),
+    )
+
+
+@threaded
 def delete_secret(namespace: str, name: str) -> None:
     with tolerating(404):
         clients.core().delete_namespaced_secret(name, namespace)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from ..config import Config
@@ -13,6 +14,8 @@ from ..helm.releases import Helm
 
 if TYPE_CHECKING:
     from ..handlers.memo import OperatorMemo
+
+log = logging.getLogger(__name__)
 
 
 def platform(config: Config) -> Platform:
@@ -45,12 +48,15 @@ def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
 
     loaded = platform(config)
     helm = make_helm(config, loaded)
-    problems = runner.run(chart_check.incompatibilities(helm, loaded))
-    if problems:
-        raise SystemExit(
-            "mydb-operator: the chart "
-            + (config.chart_origin or str(config.chart_dir))
-            + " does not fit the operator:\n  "
-            + "\n  ".join(problems)
+    chart = config.chart_origin or str(config.chart_dir)
+    fit = runner.run(chart_check.check_chart(helm, loaded))
+    if fit.problems:
+        raise SystemExit(f"mydb-operator: the chart {chart} does not fit the operator:\n  " + "\n  ".join(fit.problems))
+    if fit.takes_owner and fit.unowned:
+        log.warning(
+            "the chart %s takes an owner but renders %s without its ownerReference: deleting a database "
+            "runs helm uninstall (slower) so that nothing is left behind",
+            chart,
+            ", ".join(fit.unowned),
         )
-    return operator_memo(config, loaded, helm)
+    return operator_memo(config, loaded, helm, owns_children=fit.owns_children)

@@ -58,8 +58,14 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
     return values
 
 
-def database_values(name: str, spec: DatabaseSpec, platform: Platform) -> dict[str, Any]:
-    """The values Helm gets for a database: the spec's over the platform's, then the platform's patches.
+def owner_value(name: str, uid: str) -> dict[str, str]:
+    """The chart's `owner` value: the MyDatabase every object but the claims gets an ownerReference to."""
+    return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": names.KIND, "name": name, "uid": uid}
+
+
+def database_values(name: str, spec: DatabaseSpec, platform: Platform, owner_uid: str = "") -> dict[str, Any]:
+    """The values Helm gets for a database: the spec's over the platform's, then the platform's patches,
+    then the owner (when the chart takes one: a platform cannot change who owns the objects).
 
     The one place values are made, for the operator and for `render`/`values` alike."""
     refused = denied(platform, spec.postgresql_parameters)
@@ -68,7 +74,10 @@ def database_values(name: str, spec: DatabaseSpec, platform: Platform) -> dict[s
             "postgresql.parameters",
             f"{', '.join(refused)} cannot be set here: the operator manages them, or they trade durability away",
         )
-    return apply_values(platform, build_values(name, spec))
+    values = apply_values(platform, build_values(name, spec))
+    if owner_uid:
+        values["owner"] = owner_value(name, owner_uid)
+    return values
 
 
 def release_hash(chart_digest: str, values: dict[str, Any]) -> str:

@@ -1,4 +1,8 @@
-"""Deletion: uninstall the release; keep the data and its Secret unless deletionPolicy is Delete."""
+"""Deletion: forget the release; keep the data and its Secret unless deletionPolicy is Delete.
+
+A release whose objects are owned by the MyDatabase (the StatefulSet in the cache says so) needs no Helm
+run: deleting its stored revisions is one request, and the garbage collector removes the objects once
+the MyDatabase is gone. Older releases, or a chart that does not own its objects, get helm uninstall."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from .. import names
 from ..cluster import writes
 from ..cluster.failures import API_FAILURES
 from ..helm.errors import HelmError
-from ..policy.deletion import deletion_plan
+from ..policy.deletion import deletion_plan, owned_by
 from ..status.phases import DELETING
 from .memo import OperatorMemo
 
@@ -19,14 +23,21 @@ log = logging.getLogger(__name__)
 
 
 @kopf.on.delete(names.GROUP, names.VERSION, names.PLURAL)
-async def delete_database(spec: kopf.Spec, namespace: str | None, name: str, memo: OperatorMemo, **_: Any) -> None:
-    """Uninstall the release; keep the data and its Secret unless deletionPolicy is Delete."""
+async def delete_database(
+    spec: kopf.Spec, meta: kopf.Meta, namespace: str | None, name: str, memo: OperatorMemo, **_: Any
+) -> None:
+    """Forget the release; keep the data and its Secret unless deletionPolicy is Delete."""
     assert namespace is not None  # MyDatabase is a namespaced resource
     plan = deletion_plan(dict(spec))
+    observed = memo.runtime.children.observation(namespace, name)
+    collected = owned_by(observed.statefulset if observed else None, meta.get("uid") or "")
     claims: list[str] = []
     try:
         await writes.patch_status(namespace, name, {"phase": DELETING, "ready": False})
-        await memo.runtime.helm.uninstall(namespace, name)
+        if collected:
+            await writes.delete_release_records(namespace, name)
+        else:
+            await memo.runtime.helm.uninstall(namespace, name)
         if plan.delete_claims:
             claims = await writes.delete_claims(namespace, name)
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete
@@ -35,9 +46,14 @@ async def delete_database(spec: kopf.Spec, namespace: str | None, name: str, mem
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     except API_FAILURES as error:
         raise kopf.TemporaryError(f"deleting: {getattr(error, 'reason', None) or error}", delay=10) from None
+    how = "its objects go with it (garbage collector)" if collected else "its release uninstalled"
     if plan.delete_claims:
         log.info(
-            "%s/%s: deleted, with claims %s and the operator's Secret (deletionPolicy Delete)", namespace, name, claims
+            "%s/%s: deleted, %s, with claims %s and the operator's Secret (deletionPolicy Delete)",
+            namespace,
+            name,
+            how,
+            claims,
         )
     else:
-        log.info("%s/%s: deleted; its claims and Secret are kept (deletionPolicy Retain)", namespace, name)
+        log.info("%s/%s: deleted, %s; its claims and Secret are kept (deletionPolicy Retain)", namespace, name, how)

@@ -26,8 +26,9 @@ class OperatorMemo:
     informers: list[Informer] = field(default_factory=list)  # started by the startup handler, stopped at cleanup
 
 
-def operator_memo(config: Config, platform: Platform, helm: Helm) -> OperatorMemo:
+def operator_memo(config: Config, platform: Platform, helm: Helm, *, owns_children: bool = False) -> OperatorMemo:
     """The handlers' shared state around a Helm and platform the start-up check already accepted."""
     wakeups = Wakeups()
     store = ChildStore(on_change=wakeups.poke)  # each change wakes the database it belongs to
-    return OperatorMemo(config=config, runtime=Runtime(helm=helm, children=store, platform=platform), wakeups=wakeups)
+    runtime = Runtime(helm=helm, children=store, platform=platform, owns_children=owns_children)
+    return OperatorMemo(config=config, runtime=runtime, wakeups=wakeups)

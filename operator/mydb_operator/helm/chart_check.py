@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import names
@@ -14,6 +15,38 @@ from .errors import HelmError
 from .releases import Helm
 
 PROBE = "chart-check"
+PROBE_UID = "00000000-0000-0000-0000-000000000000"
+# Claims hold the data: deleting the MyDatabase must never take them with it.
+NEVER_OWNED = ("PersistentVolumeClaim",)
+
+
+@dataclass(frozen=True)
+class ChartFit:
+    """What the start-up check found: what is wrong, and whether deletion can leave the objects to the
+    garbage collector (the chart takes an `owner` value and puts it on every object but the claims)."""
+
+    problems: list[str] = field(default_factory=list)
+    takes_owner: bool = False
+    unowned: list[str] = field(default_factory=list)  # "Kind/name" rendered without the owner reference
+
+    @property
+    def owns_children(self) -> bool:
+        return self.takes_owner and not self.unowned
+
+
+def declares_owner(default_values: dict[str, Any]) -> bool:
+    """A chart takes the `owner` value when its values.yaml declares the key. Pure."""
+    return "owner" in default_values
+
+
+def unowned_objects(objects: list[dict[str, Any]], uid: str) -> list[str]:
+    """Rendered objects (claims aside) without an ownerReference to `uid`, as "Kind/name". Pure."""
+    return [
+        f"{o.get('kind')}/{o.get('metadata', {}).get('name')}"
+        for o in objects
+        if o.get("kind") not in NEVER_OWNED
+        and not any(ref.get("uid") == uid for ref in o.get("metadata", {}).get("ownerReferences") or [])
+    ]
 
 
 def missing_objects(objects: list[dict[str, Any]], release: str) -> list[str]:
@@ -45,9 +78,12 @@ def missing_objects(objects: list[dict[str, Any]], release: str) -> list[str]:
     return problems
 
 
-async def incompatibilities(helm: Helm, platform: Platform) -> list[str]:
-    """Render the chart for every supported major, with backups and restore on; say what is wrong."""
+async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
+    """Render the chart for every supported major, with backups and restore on (and the owner, when the
+    chart takes one); say what is wrong and which objects would not be owned."""
+    takes_owner = declares_owner(await helm.default_values())
     problems: list[str] = []
+    unowned: set[str] = set()
     for major in SUPPORTED_MAJORS:
         spec = parse_spec(
             {
@@ -59,7 +95,8 @@ async def incompatibilities(helm: Helm, platform: Platform) -> list[str]:
             }
         )
         try:
-            objects = await helm.template("default", PROBE, database_values(PROBE, spec, platform))
+            values = database_values(PROBE, spec, platform, owner_uid=PROBE_UID if takes_owner else "")
+            objects = await helm.template("default", PROBE, values)
         except HelmError as error:
             problems.append(f"version {major}.x: helm template failed: {error}")
             continue
@@ -67,4 +104,6 @@ async def incompatibilities(helm: Helm, platform: Platform) -> list[str]:
             problems.append(f"version {major}.x: {error}")
             continue
         problems += [f"version {major}.x: {problem}" for problem in missing_objects(objects, PROBE)]
-    return problems
+        if takes_owner:
+            unowned.update(unowned_objects(objects, PROBE_UID))
+    return ChartFit(problems, takes_owner, sorted(unowned))

@@ -76,6 +76,7 @@ class Helm:
         )
         self.client = pyhelm3.Client(command=self.command, executable=executable)
         self._chart: pyhelm3.Chart | None = None
+        self._default_values: dict[str, Any] | None = None
         self._chart_lock = asyncio.Lock()
         # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
         # queue instead of starving the API server on a small machine.
@@ -91,6 +92,17 @@ class Helm:
                 except helm_errors.Error as error:
                     raise HelmError(f"cannot load the chart {self.chart_dir}: {helm_message(error)}") from None
         return self._chart
+
+    async def default_values(self) -> dict[str, Any]:
+        """The chart's own values.yaml (what a chart declares it takes)."""
+        if self._default_values is None:
+            chart = await self.chart()
+            try:
+                async with helm_timer("show"):
+                    self._default_values = dict(await chart.values() or {})
+            except helm_errors.Error as error:
+                raise HelmError(f"cannot read the chart's values {self.chart_dir}: {helm_message(error)}") from None
+        return self._default_values
 
     async def template(self, namespace: str, release: str, values: dict[str, Any]) -> list[dict[str, Any]]:
         """The objects `upgrade` would apply. Hooks are left out: `helm upgrade` does not apply the chart's

@@ -1,4 +1,5 @@
-"""What a deletion removes besides the release: by spec.deletionPolicy, never the user's own Secret. Pure."""
+"""What a deletion removes besides the release (by spec.deletionPolicy, never the user's own Secret), and
+whether the garbage collector removes the release's objects. Pure."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ from ..model.spec import DELETION_DELETE, parse_spec
 class DeletionPlan:
     delete_claims: bool  # the data and backup claims go too (deletionPolicy Delete)
     delete_secret: bool  # and the operator's own credentials Secret with them
+
+
+def owned_by(obj: Mapping[str, Any] | None, uid: str) -> bool:
+    """Whether `obj` carries an ownerReference to `uid`: then the garbage collector removes it (and every
+    object of the same release, rendered by the same chart) once the MyDatabase is gone, and deletion
+    needs no helm uninstall."""
+    if obj is None or not uid:
+        return False
+    return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
 
 
 def deletion_plan(spec: Mapping[str, Any]) -> DeletionPlan:

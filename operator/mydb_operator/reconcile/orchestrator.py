@@ -32,7 +32,9 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         outcome = Outcome(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
         spec = parsed
-        target = Target(namespace, name, parsed, previous.get("release"), previous.get("lastOperation"))
+        target = Target(
+            namespace, name, parsed, previous.get("release"), previous.get("lastOperation"), meta.get("uid", "")
+        )
         outcome = await converge(target, observed, runtime, fresh=cached is None)
     await label_roles(namespace, outcome.observed.pods)
     on_demand, backup_events = await backup_on_demand(

@@ -20,6 +20,7 @@ class Target:
     spec: DatabaseSpec
     applied: dict[str, Any] | None  # status.release
     operation: dict[str, Any] | None  # status.lastOperation
+    uid: str = ""  # metadata.uid: the owner of the chart's objects
 
 
 @dataclass

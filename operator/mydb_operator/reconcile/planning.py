@@ -76,7 +76,8 @@ async def decide(target: Target, observed: Observation, runtime: Runtime) -> Dec
         problem=Problem("ChangeRefused", refusal) if refusal else None,
     )
     try:
-        decision.values = database_values(name, effective, runtime.platform)
+        owner_uid = target.uid if runtime.owns_children else ""
+        decision.values = database_values(name, effective, runtime.platform, owner_uid)
     except (SpecError, PlatformError) as error:
         decision.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
         return decision

@@ -17,6 +17,9 @@ class Runtime:
     helm: Helm
     children: ChildStore
     platform: Platform = field(default_factory=Platform)
+    # The chart puts an ownerReference to the MyDatabase on every object but the claims
+    # (helm/chart_check.py): the values carry the owner, and deletion leaves the objects to the GC.
+    owns_children: bool = False
     # Twice the Helm slots may act at once (see converging.py): the next databases
     # read and prepare while Helm runs for others.
     acting: asyncio.Semaphore = field(init=False)
