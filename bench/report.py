@@ -38,10 +38,16 @@ def one_line(wave: dict) -> str:
             f"operator CPU {wave['cpu_seconds']['operator']}s, helm CPU {wave['cpu_seconds']['helm']}s")
 
 
+def get_all(wave: dict, key: str) -> Any:
+    """The `all` of a summary that older results may not have."""
+    return (wave.get(key) or {}).get("all")
+
+
 def delete_line(wave: dict) -> str:
     gone = wave["gone"]
     return (f"all gone {_s(gone['all'])}s (p50 {_s(gone['p50'])}s; CRs {_s(wave['crs_gone']['all'])}s, releases "
-            f"{_s(wave['releases_gone']['all'])}s); {wave['helm_runs']} helm runs; operator API "
+            f"{_s(wave['releases_gone']['all'])}s, StatefulSets {_s(get_all(wave, 'statefulsets_gone'))}s); "
+            f"{wave['helm_runs']} helm runs; operator API "
             f"{wave['operator_api']['reads']} reads {wave['operator_api']['writes']} writes; "
             f"operator CPU {wave['cpu_seconds']['operator']}s, helm CPU {wave['cpu_seconds']['helm']}s")
 
@@ -87,6 +93,7 @@ def measures(size: dict) -> dict[str, Any]:
         "idle_writes": get(idle, "operator_api", "writes"),
         "idle_helm_runs": get(idle, "helm_runs"),
         "delete_all": get(delete, "gone", "all"),
+        "delete_statefulsets_all": get(delete, "statefulsets_gone", "all"),
         "delete_cpu": round((delete_cpu.get("operator") or 0) + (delete_cpu.get("helm") or 0), 2) if delete_cpu
         else None,
         "delete_requests": (get(delete, "operator_api", "reads") or 0) + (get(delete, "operator_api", "writes") or 0)
@@ -127,6 +134,7 @@ ROWS = (  # (measure, title) for the summary, in the issue's order
     ("idle_writes", "idle: operator API writes"),
     ("idle_helm_runs", "idle: Helm runs"),
     ("delete_all", "delete all: CRs and releases gone (s)"),
+    ("delete_statefulsets_all", "delete all: StatefulSets gone (s)"),
     ("delete_cpu", "delete: operator CPU, process + Helm (s)"),
     ("delete_requests", "delete: operator API requests"),
     ("floor_all", "floor (one client, server-side apply): pods ready all (s)"),

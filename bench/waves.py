@@ -111,7 +111,7 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
 
         # --- delete wave: all N at once
         sampler.phase = "delete"
-        result["delete"] = delete_wave(ctx, n, namespace, names, crs, operator, watches, timeout)
+        result["delete"] = delete_wave(ctx, n, namespace, names, crs, sets, operator, watches, timeout)
         log(f"N={n}: delete: " + report.delete_line(result["delete"]))
     finally:
         if sampler:
@@ -132,8 +132,10 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
 
 
 def delete_wave(ctx: argparse.Namespace, n: int, namespace: str, names: list[str], crs: kube.Tracker,
-                operator: OperatorProcess, watches: list[kube.Watch], timeout: float) -> dict[str, Any]:
-    """Delete every MyDatabase at once; a database is gone when its CR and every record of its release are."""
+                sets: kube.Tracker, operator: OperatorProcess, watches: list[kube.Watch],
+                timeout: float) -> dict[str, Any]:
+    """Delete every MyDatabase at once; a database is gone when its CR and every record of its release are.
+    The wave ends when the StatefulSets are gone too (the garbage collector's work, for owned releases)."""
     cluster: kube.Cluster = ctx.cluster
     records = kube.Tracker(kube.by_name)
     watches.append(kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), records,
@@ -147,19 +149,24 @@ def delete_wave(ctx: argparse.Namespace, n: int, namespace: str, names: list[str
     def releases_gone() -> dict[str, float]:
         return kube.releases_gone(release_of, records.deleted_at())
 
+    def statefulsets_gone() -> dict[str, float]:
+        return {name: t for name, t in sets.deleted_at().items() if name in wanted}
+
     before = Snapshot(cluster, operator, ctx.pids)
     log(f"N={n}: delete wave: deleting all {n} MyDatabases")
     t0 = time.monotonic()
     in_parallel(lambda name: cluster.custom.delete_namespaced_custom_object(
         kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name), names)
     converged = wait_counts(f"N={n} delete", [("CRs gone", lambda: len(crs_gone())),
-                                              ("releases gone", lambda: len(releases_gone()))], n, timeout)
+                                              ("releases gone", lambda: len(releases_gone())),
+                                              ("StatefulSets gone", lambda: len(statefulsets_gone()))], n, timeout)
     after = Snapshot(cluster, operator, ctx.pids)
     both = {name: max(t, releases_gone().get(name, t)) - t0 for name, t in crs_gone().items()}
     return {
         "converged": converged,
         "crs_gone": stats.summary({name: t - t0 for name, t in crs_gone().items()}, n),
         "releases_gone": stats.summary({name: t - t0 for name, t in releases_gone().items()}, n),
+        "statefulsets_gone": stats.summary({name: t - t0 for name, t in statefulsets_gone().items()}, n),
         "gone": stats.summary(both, n),
         **window(before, after, ctx.meaning, n),
     }
