@@ -283,6 +283,7 @@ def test_deployment_scheduling_and_metadata_values(render):
         "priorityClassName": "system-cluster-critical",
         "resyncSeconds": 30,
         "helmParallel": 8,
+        "rolloutWindow": 0,
         "serviceAccount": {"name": "custom-sa", "annotations": {"example.com/role": "x"}},
     })
     dep = out.one("Deployment")
@@ -303,6 +304,7 @@ def test_deployment_scheduling_and_metadata_values(render):
     assert container["imagePullPolicy"] == "Always"
     assert "--resync=30" in container["args"]
     assert {e["name"]: e.get("value") for e in container["env"]}["MYDB_HELM_PARALLEL"] == "8"
+    assert {e["name"]: e.get("value") for e in container["env"]}["MYDB_ROLLOUT_WINDOW"] == "0"
     sa = out.one("ServiceAccount")
     assert sa["metadata"]["name"] == "custom-sa" and sa["metadata"]["annotations"] == {"example.com/role": "x"}
     assert {s["name"] for s in out.one("ClusterRoleBinding")["subjects"]} == {"custom-sa"}
@@ -439,6 +441,7 @@ def with_change(path: str, value) -> dict:
     ("watchNamespaces", "a", "/watchNamespaces"),
     ("resyncSeconds", 0, "/resyncSeconds"),
     ("helmParallel", 0, "/helmParallel"),
+    ("rolloutWindow", -1, "/rolloutWindow"),
     ("image.pullPolicy", "Sometimes", "/image/pullPolicy"),
     ("image.repository", "Has Spaces", "/image/repository"),
     ("image.extra", "x", "/image"),

@@ -19,6 +19,7 @@ from mydb_operator.helm.releases import AppliedRelease
 from mydb_operator.model.observation import Observation
 from mydb_operator.reconcile import observing
 from mydb_operator.reconcile.orchestrator import reconcile
+from mydb_operator.reconcile.pacing import RolloutWindow
 from mydb_operator.reconcile.runtime import Runtime
 
 BODY = {
@@ -110,3 +111,28 @@ def test_a_first_install_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
         assert second.events == [] and second.status["release"] == first.status["release"]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("pods_ready, holders", [(True, 0), (False, 1)], ids=["ready-leaves", "deploying-holds"])
+def test_a_first_install_holds_a_rollout_place_until_its_pods_are_ready(
+    calls: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch, pods_ready: bool, holders: int
+) -> None:
+    not_ready = {"conditions": [{"type": "Ready", "status": "False"}]}
+    after_helm = AFTER_HELM if pods_ready else Observation(
+        statefulset=STATEFULSET, pods=[{**pod(0), "status": not_ready}], services=AFTER_HELM.services)
+
+    async def observation(namespace: str, release: str) -> Observation:
+        return after_helm
+
+    monkeypatch.setattr(reads, "observation", observation)
+
+    async def scenario() -> int:
+        store = ChildStore(on_change=lambda *_: None)
+        for kind in KINDS:
+            store.replace(kind, None, [], listed_at=1)
+        runtime = Runtime(helm=FakeHelm(), children=store, rollouts=RolloutWindow(1))  # type: ignore[arg-type]
+        outcome = await reconcile(BODY, None, runtime)
+        assert outcome.status["phase"] == ("Running" if pods_ready else "Deploying")
+        return runtime.rollouts.holders()
+
+    assert asyncio.run(scenario()) == holders

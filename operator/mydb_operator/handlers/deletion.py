@@ -28,6 +28,7 @@ async def delete_database(
 ) -> None:
     """Forget the release; keep the data and its Secret unless deletionPolicy is Delete."""
     assert namespace is not None  # MyDatabase is a namespaced resource
+    memo.runtime.rollouts.leave((namespace, name))
     plan = deletion_plan(dict(spec))
     observed = memo.runtime.children.observation(namespace, name)
     collected = owned_by(observed.statefulset if observed else None, meta.get("uid") or "")

@@ -14,6 +14,7 @@ from ..cluster.informers import Informer
 from ..config import Config
 from ..desired.platform import Platform
 from ..helm.releases import Helm
+from ..reconcile.pacing import RolloutWindow
 from ..reconcile.runtime import Runtime
 from .wakeups import Wakeups
 
@@ -30,5 +31,11 @@ def operator_memo(config: Config, platform: Platform, helm: Helm, *, owns_childr
     """The handlers' shared state around a Helm and platform the start-up check already accepted."""
     wakeups = Wakeups()
     store = ChildStore(on_change=wakeups.poke)  # each change wakes the database it belongs to
-    runtime = Runtime(helm=helm, children=store, platform=platform, owns_children=owns_children)
+    runtime = Runtime(
+        helm=helm,
+        children=store,
+        platform=platform,
+        owns_children=owns_children,
+        rollouts=RolloutWindow(config.rollout_window),
+    )
     return OperatorMemo(config=config, runtime=runtime, wakeups=wakeups)

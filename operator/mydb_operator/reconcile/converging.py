@@ -22,6 +22,8 @@ async def converge(target: Target, observed: Observation, runtime: Runtime, *, f
     if decision.why is None:
         return decision.unchanged(target, observed)
     first_install = not target.applied and observed.statefulset is None and not observed.claims
+    if first_install:  # new databases take turns, so their pods do not all queue at once
+        await runtime.rollouts.enter((target.namespace, target.name))
     # Only a few databases act at once: hundreds of reconciles waiting for a Helm
     # slot, each holding a fresh read of whole objects, were most of the peak memory.
     async with runtime.acting:

@@ -7,6 +7,7 @@ from typing import Any
 from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec, parse_spec
 from ..status.build import build_status
+from ..status.phases import DEPLOYING, PENDING
 from ..status.problem import Problem
 from ..status.warnings import warnings_for
 from .clock import now
@@ -56,4 +57,6 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         on_demand=on_demand,
     )
     outcome.events += warnings_for(previous, outcome.status)
+    if outcome.status.get("phase") not in (PENDING, DEPLOYING):  # up, hibernated or failed: its turn is over
+        runtime.rollouts.leave((namespace, name))
     return outcome

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..cluster.child_store import ChildStore
 from ..desired.platform import Platform
 from ..helm.releases import Helm
+from .pacing import RolloutWindow
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class Runtime:
     # The chart puts an ownerReference to the MyDatabase on every object but the claims
     # (helm/chart_check.py): the values carry the owner, and deletion leaves the objects to the GC.
     owns_children: bool = False
+    # First installs between Helm and their pods ready, at most so many at once (pacing.py).
+    rollouts: RolloutWindow = field(default_factory=lambda: RolloutWindow(0))
     # Twice the Helm slots may act at once (see converging.py): the next databases
     # read and prepare while Helm runs for others.
     acting: asyncio.Semaphore = field(init=False)
