@@ -36,6 +36,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--resync", type=float, default=60.0, help="the operator's --resync (default 60)")
     parser.add_argument("--parallel", type=int, default=int(os.environ.get("MYDB_HELM_PARALLEL", "4")),
                         help="the operator's Helm parallelism, and the floor's kubectl concurrency (default 4)")
+    parser.add_argument("--rollout-window", type=int, default=int(os.environ.get("MYDB_ROLLOUT_WINDOW", "16")),
+                        help="the operator's rollout window: new databases rolling out at once (default 16; 0: none)")
     parser.add_argument("--timeout", type=float, help="seconds to wait for each wave (default 120 + 2 x N)")
     parser.add_argument("--settle", type=float, default=5.0, help="pause after convergence before the idle window")
     parser.add_argument("--cleanup-timeout", type=float, default=300.0, help="seconds to wait for a namespace to go")
@@ -49,6 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "1")),
                         help="run every size this many times, each on a freshly started control plane "
                              "(env BENCH_RUNS; default 1; the published figures use 3)")
+    parser.add_argument("--only-scaled-to-zero", action="store_true",
+                        help="run only the scaled-to-zero wave and the restart (the N=1000 scale run)")
     parser.add_argument("--no-restart", action="store_true",
                         help="skip the operator's restart over the scaled-to-zero databases")
     parser.add_argument("--out", default=str(REPO / "bench-results"), help="folder for the JSON results")
@@ -75,6 +79,10 @@ def run_sizes(ctx: argparse.Namespace, run_id: str, sizes: list[dict[str, Any]],
     for n in ctx.sizes:
         size: dict[str, Any] = {"n": n}
         sizes.append(size)
+        if ctx.only_scaled_to_zero:  # the scale runs: 1000 databases with pods would take the machine's hour
+            size["scaled_to_zero"] = run_scaled_to_zero(ctx, n, f"bench-{run_id}-zero-{n}")
+            save()
+            continue
         size["operator"] = run_operator(ctx, n, f"bench-{run_id}-op-{n}")
         if not ctx.no_floor:
             size["floor"] = run_floor(ctx, n, f"bench-{run_id}-floor-{n}", "ssa")
@@ -98,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("MYDB_CLUSTER_PORT_BASE", "16600")
     cluster_dir = Path(os.environ["MYDB_CLUSTER_DIR"])
     log(f"sizes {ctx.sizes} x {ctx.runs} run(s), idle {ctx.idle:.0f}s, resync {ctx.resync:.0f}s, helm parallel "
-        f"{ctx.parallel}; control plane {cluster_dir}")
+        f"{ctx.parallel}, rollout window {ctx.rollout_window}; control plane {cluster_dir}")
     if ctx.idle < ctx.resync:
         log(f"note: the idle window ({ctx.idle:.0f}s) is shorter than the resync ({ctx.resync:.0f}s): "
             "it may see no periodic reconcile at all")
@@ -106,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {
         "started": stamp,
         "settings": {"sizes": ctx.sizes, "runs": ctx.runs, "idle_seconds": ctx.idle, "resync_seconds": ctx.resync,
-                     "helm_parallel": ctx.parallel, "floor_concurrency": ctx.floor_concurrency,
+                     "helm_parallel": ctx.parallel, "rollout_window": ctx.rollout_window,
+                     "floor_concurrency": ctx.floor_concurrency,
                      "settle_seconds": ctx.settle, "database": database("NAME", SCHEDULES[0])["spec"],
                      "update": {"spec.backup.schedule": SCHEDULES[1]}, "cluster_dir": str(cluster_dir)},
         "runs": [],

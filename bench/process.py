@@ -33,9 +33,9 @@ class OperatorProcess:
     """`mydb-operator run` as a child process, like tests/e2e/conftest.py runs it."""
 
     def __init__(self, kubeconfig: Path, helm: str, bin_dir: str, log_path: Path, resync: float,
-                 helm_parallel: int, extra_args: list[str] | None = None):
+                 helm_parallel: int, rollout_window: int, extra_args: list[str] | None = None):
         self.kubeconfig, self.helm, self.bin_dir, self.log_path = kubeconfig, helm, bin_dir, log_path
-        self.resync, self.helm_parallel = resync, helm_parallel
+        self.resync, self.helm_parallel, self.rollout_window = resync, helm_parallel, rollout_window
         self.extra_args = extra_args or []
         self.process: subprocess.Popen | None = None
         self.metrics_port = 0
@@ -47,6 +47,7 @@ class OperatorProcess:
             "KUBECONFIG": str(self.kubeconfig),
             "MYDB_HELM": self.helm,
             "MYDB_HELM_PARALLEL": str(self.helm_parallel),
+            "MYDB_ROLLOUT_WINDOW": str(self.rollout_window),
             "PATH": f"{self.bin_dir}:{os.environ['PATH']}",
             "HELM_CACHE_HOME": str(helm_home / "cache"),
             "HELM_CONFIG_HOME": str(helm_home / "config"),

@@ -106,7 +106,7 @@ def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, ti
 def new_operator(ctx: argparse.Namespace, log_name: str) -> OperatorProcess:
     # Leader election is on by default; its Lease goes where that ServiceAccount may write one.
     return OperatorProcess(ctx.sa_kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / log_name,
-                           resync=ctx.resync, helm_parallel=ctx.parallel,
+                           resync=ctx.resync, helm_parallel=ctx.parallel, rollout_window=ctx.rollout_window,
                            extra_args=["--leader-lease-namespace", SA_NAMESPACE])
 
 

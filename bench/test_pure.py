@@ -134,3 +134,15 @@ def test_each_database_applies_its_secret_first_then_its_manifests():
     rendered = {"a": "kind: ConfigMap\napiVersion: v1\nmetadata: {name: a}\n---\n", "b": ""}
     objects = floor.wave_objects(rendered, "ns")
     assert [(name, obj["kind"]) for name, obj in objects] == [("a", "Secret"), ("a", "ConfigMap"), ("b", "Secret")]
+
+
+def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
+    def zero_only(n: int, helm_cpu: float, deployed: float) -> dict:
+        return {"n": n, "scaled_to_zero": {"deployed": {"all": deployed}, "memory": {"overall": {"tree_pss_mb": 230.0}},
+                                           "cpu_seconds": {"operator": 0.0, "helm": helm_cpu}}}
+    results = {"runs": [{"sizes": [zero_only(100, 20.0, 24.0), zero_only(1000, 230.0, 140.0)]}]}
+    met = {t["target"]: (t["measured"], t["met"]) for t in report.targets(results)}
+    assert met["N=1000: scaled to zero, all deployed <= 150 s"][1] is True
+    assert met["N=1000: peak PSS < 250 MB"][1] is True
+    assert met["N=1000: operator CPU per database (scaled to zero) within 1.2x of N=100's"] == ("1.15x", True)
+    assert not any("create wave" in target for target in met)  # no create wave ran: not judged
