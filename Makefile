@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench
+.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -49,6 +49,9 @@ BENCH_SIZES ?= 10,100
 BENCH_IDLE  ?= 70
 bench: venv tools $(VENV)/.bench-installed ## benchmark: N databases at once vs the floor (default BENCH_SIZES=10,100 BENCH_IDLE=70; add 300 for the full run); docs/benchmarks.md
 	BENCH_SIZES=$(BENCH_SIZES) BENCH_IDLE=$(BENCH_IDLE) $(PY) -m bench
+
+bench-real-node: venv tools $(VENV)/.bench-installed ## the seed on the real node: the operator against the floor, apply to Ready (after make demo; docs/benchmarks.md)
+	$(PY) -m bench.real_node
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -261,3 +261,25 @@ def targets(results: dict) -> list[dict]:
                                [m[key] / per100 if m[key] is not None else None for m in at1000],
                                lambda v: v <= CPU_PER_DB_GROWTH, "x"))
     return [t for t in out if t is not None]
+
+
+REAL_NODE_VS_FLOOR = 1.1  # the issue's target for the seed on real pods
+
+
+def real_node_summary(turns: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """bench.real_node's turns as medians, and the ratios its target reads: the MyDatabase Ready (the operator's
+    apply to Ready) against the floor's 3 pods ready (the same manifests applied with kubectl)."""
+    def median(who: str, key: str) -> float | None:
+        return stats.median([turn[key] for turn in turns.get(who, []) if key in turn])
+
+    floor_pods = median("floor", "pods_ready")
+    ready_vs_floor = stats.ratio(median("operator", "ready"), floor_pods)
+    return {
+        "operator: 3 pods ready, median (s)": median("operator", "pods_ready"),
+        "operator: MyDatabase Ready, median (s)": median("operator", "ready"),
+        "floor: 3 pods ready, median (s)": floor_pods,
+        "pods ready / floor": stats.ratio(median("operator", "pods_ready"), floor_pods),
+        "Ready / floor": ready_vs_floor,
+        f"Ready within {REAL_NODE_VS_FLOOR}x the floor": ready_vs_floor is not None
+        and ready_vs_floor <= REAL_NODE_VS_FLOOR,
+    }

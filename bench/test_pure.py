@@ -146,3 +146,14 @@ def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
     assert met["N=1000: peak PSS < 250 MB"][1] is True
     assert met["N=1000: operator CPU per database (scaled to zero) within 1.2x of N=100's"] == ("1.15x", True)
     assert not any("create wave" in target for target in met)  # no create wave ran: not judged
+
+
+def test_the_real_node_summary_judges_the_operators_ready_against_the_floors_pods():
+    turns = {"operator": [{"pods_ready": 20.0, "ready": 21.0}, {"pods_ready": 24.0, "ready": 25.5},
+                          {"pods_ready": 22.0, "ready": 23.0}],
+             "floor": [{"pods_ready": 19.0}, {"pods_ready": 21.0}, {"pods_ready": 20.0}]}
+    summary = report.real_node_summary(turns)
+    assert summary["operator: MyDatabase Ready, median (s)"] == 23.0
+    assert summary["floor: 3 pods ready, median (s)"] == 20.0
+    assert (summary["Ready / floor"], summary["Ready within 1.1x the floor"]) == (1.15, False)
+    assert report.real_node_summary({"operator": [], "floor": []})["Ready within 1.1x the floor"] is False
