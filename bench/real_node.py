@@ -79,6 +79,16 @@ def database_ready(cluster: kube.Cluster, namespace: str, name: str) -> bool:
     return kube.cr_ready(obj, 1)
 
 
+def database_exists(cluster: kube.Cluster, namespace: str, name: str) -> bool:
+    try:
+        cluster.custom.get_namespaced_custom_object(kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
 def kubectl_apply(ctx: argparse.Namespace, namespace: str, stream: str) -> None:
     subprocess.run([f"{ctx.bins}/kubectl", f"--kubeconfig={ctx.cluster.kubeconfig}", "apply", "--server-side",
                     f"--field-manager={floor.FIELD_MANAGER}", "-n", namespace, "-f", "-"],
@@ -98,7 +108,9 @@ def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[s
                           ctx.timeout)
         ready = wait_until("the MyDatabase Ready", lambda: database_ready(ctx.cluster, namespace, name), ctx.timeout)
         return {"pods_ready": round(pods - t0, 2), "ready": round(ready - t0, 2)}
-    finally:
+    finally:  # deleted while its operator runs: its finalizer would keep the namespace terminating
+        ctx.cluster.custom.delete_namespaced_custom_object(kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name)
+        wait_until("the MyDatabase deleted", lambda: not database_exists(ctx.cluster, namespace, name), 120)
         operator.stop()
 
 
