@@ -11,6 +11,7 @@ from ..desired.values import database_values
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
 from ..model.versions import SUPPORTED_MAJORS
+from ..policy.deletion import owned_by
 from .errors import HelmError
 from .releases import Helm
 
@@ -44,8 +45,7 @@ def unowned_objects(objects: list[dict[str, Any]], uid: str) -> list[str]:
     return [
         f"{o.get('kind')}/{o.get('metadata', {}).get('name')}"
         for o in objects
-        if o.get("kind") not in NEVER_OWNED
-        and not any(ref.get("uid") == uid for ref in o.get("metadata", {}).get("ownerReferences") or [])
+        if o.get("kind") not in NEVER_OWNED and not owned_by(o, uid)
     ]
 
 
