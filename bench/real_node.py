@@ -31,10 +31,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
-
 from kubernetes.client.exceptions import ApiException
 
 from . import floor, kube, report
@@ -125,10 +123,14 @@ def floor_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str,
     return {"pods_ready": round(pods - t0, 2)}
 
 
-def in_namespace(ctx: argparse.Namespace, namespace: str, turn: Callable[[], dict[str, float]]) -> dict[str, float]:
+Turn = Callable[[argparse.Namespace, str, dict], dict[str, float]]
+
+
+def in_namespace(ctx: argparse.Namespace, namespace: str, turn: Turn, seed: dict) -> dict[str, float]:
+    """One turn in a namespace of its own, deleted afterwards."""
     ctx.cluster.create_namespace(namespace)
     try:
-        return turn()
+        return turn(ctx, namespace, seed)
     finally:
         if not ctx.cluster.delete_namespace(namespace, 300, log):
             log(f"{namespace} still terminating after 300s; going on")
@@ -143,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     ctx = parser.parse_args(argv)
     cluster_dir = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO / ".cluster"))
     registry = f"127.0.0.1:{os.environ.get('MYDB_CLUSTER_PORT_BASE', '16400')}"
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     ctx.cluster = kube.Cluster(cluster_dir)
     ctx.bins = bin_dir()
     ctx.logs = Path(ctx.out) / f"{stamp}-real-node-logs"
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         for who, turn in (("operator", operator_turn), ("floor", floor_turn)):
             namespace = f"bench-real-{stamp.lower()[:15]}-{run}-{who}"
             log(f"run {run}: {who} in {namespace}")
-            result = in_namespace(ctx, namespace, lambda turn=turn, namespace=namespace: turn(ctx, namespace, seed))
+            result = in_namespace(ctx, namespace, turn, seed)
             log(f"run {run}: {who}: {result}")
             turns[who].append(result)
     summary = report.real_node_summary(turns)
