@@ -6,7 +6,10 @@ import asyncio
 import stat
 from pathlib import Path
 
+import pytest
+
 from mydb_operator.helm.command import SKIP_CLIENT_VALIDATION, OperatorCommand
+from mydb_operator.helm.releases import GO_RUNTIME, Helm
 
 RECORDER = """#!/bin/sh
 printf '%s\\n' "$@" > "{argv}"
@@ -41,3 +44,25 @@ def test_post_renderer_is_added_to_upgrade_and_template_only(tmp_path: Path) -> 
     assert upgrade[upgrade.index("--post-renderer-args") + 1] == "/etc/platform.yaml"
     asyncio.run(command.run(["version"]))
     assert argv.read_text().split("\n")[:-1] == ["version"]  # neither flag on other commands
+
+
+ENV_RECORDER = """#!/bin/sh
+echo "$GOMAXPROCS $GOGC" > "{seen}"
+printf v4.0.0
+"""
+
+
+def test_helm_runs_with_one_go_thread_and_a_lazier_collector_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    seen = tmp_path / "seen"
+    helm = tmp_path / "helm"
+    helm.write_text(ENV_RECORDER.format(seen=seen))
+    helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    monkeypatch.setenv("GOGC", "50")  # set by whoever runs the operator: kept
+    asyncio.run(Helm(chart, executable=str(helm)).command.run(["version"]))
+    assert seen.read_text().split() == [GO_RUNTIME["GOMAXPROCS"], "50"]
