@@ -14,7 +14,7 @@ from mydb_operator.reconcile.runtime import Runtime
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
     for name in ("observation", "read_secret", "storage_class", "default_storage_class", "read_statefulset",
-                 "claim_exists"):
+                 "read_cronjob", "claim_exists"):
         monkeypatch.setattr(reads, name, getattr(fake, name))
     for name in ("create_secret_once", "create_job_once", "grow_claim", "orphan_statefulset", "label_pod"):
         monkeypatch.setattr(writes, name, getattr(fake, name))

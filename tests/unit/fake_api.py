@@ -34,6 +34,7 @@ class FakeApi:
         self.claims: dict[Key, dict[str, Any]] = {}
         self.statefulsets: dict[Key, dict[str, Any]] = {}
         self.jobs: dict[Key, dict[str, Any]] = {}
+        self.cronjobs: dict[Key, dict[str, Any]] = {}
         self.observations: dict[Key, Observation] = {}  # what a full read of one database answers
         self.grown: list[tuple[str, str, str]] = []  # (namespace, claim, size)
         self.orphaned: list[Key] = []
@@ -62,6 +63,9 @@ class FakeApi:
 
     async def read_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.statefulsets.get((namespace, name))
+
+    async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.cronjobs.get((namespace, name))
 
     async def claim_exists(self, namespace: str, name: str) -> bool:
         return (namespace, name) in self.claims

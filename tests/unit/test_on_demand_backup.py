@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fake_api import FakeApi, run
 
 from mydb_operator import names
+from mydb_operator.cluster.slimming import slim
 from mydb_operator.model.observation import Observation
 from mydb_operator.reconcile.on_demand_backup import backup_on_demand
 
@@ -15,7 +17,12 @@ CRONJOB = {
     "spec": {"jobTemplate": {"metadata": {"labels": {"app": "backup"}},
                              "spec": {"template": {"spec": {"containers": [{"name": "backup"}]}}}}},
 }
-WITH_BACKUP = Observation(cronjob=CRONJOB)
+WITH_BACKUP = Observation(cronjob=slim("cronjobs", CRONJOB))  # as cached: no Job template
+
+
+@pytest.fixture(autouse=True)
+def cronjob_in_the_api(api: FakeApi) -> None:
+    api.cronjobs[("ns", "db-backup")] = CRONJOB
 
 
 def asked(token: str) -> dict[str, str]:
@@ -65,3 +72,9 @@ def test_a_job_made_before_a_restart_is_reported_not_made_twice(api: FakeApi) ->
     assert fields == {"lastOnDemandRequest": "t3", "lastOnDemandJob": job_name}
     assert api.jobs[("ns", job_name)]["made"] == "before the restart" and len(api.jobs) == 1
     assert [reason for _, reason, _ in events] == ["BackupRequested"]
+
+
+def test_a_cronjob_deleted_since_the_cache_saw_it_leaves_the_request_for_the_next_pass(api: FakeApi) -> None:
+    del api.cronjobs[("ns", "db-backup")]
+    assert backup(asked("t3"), {}) == ({}, [])
+    assert api.jobs == {}

@@ -70,5 +70,13 @@ def read_statefulset(namespace: str, name: str) -> dict[str, Any] | None:
 
 
 @threaded
+def read_cronjob(namespace: str, name: str) -> dict[str, Any] | None:
+    """The whole CronJob (the cache keeps only its schedule and status)."""
+    with tolerating(404):
+        return clients.raw(clients.batch().read_namespaced_cron_job, name, namespace)
+    return None
+
+
+@threaded
 def claim_exists(namespace: str, name: str) -> bool:
     return exists(lambda: clients.send(clients.core().read_namespaced_persistent_volume_claim, name, namespace))

@@ -3,14 +3,36 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 Object = dict[str, Any]
 
-# Parts no reconcile reads (status, the policies and drift look at pod and Job status, Service
-# names, and whole StatefulSets, CronJobs and claims): not kept, to keep memory flat at hundreds
-# of databases. A fresh API read before acting has whole objects anyway.
+# Parts no reconcile reads (status, the policies and drift look at pod and Job status and
+# Service names): not kept, to keep memory flat at a thousand databases. A fresh API read
+# before acting (an on-demand backup's Job template, Helm) has whole objects anyway.
 UNREAD = {"pods": ("spec",), "jobs": ("spec",), "services": ("spec", "status")}
+
+
+def statefulset_spec(spec: Object) -> Object:
+    """What reconciles read of a StatefulSet's spec: its replicas, its claim templates (their
+    size) and its containers' images (the running version); the rest of the pod template is
+    most of the object and nothing reads it."""
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    containers = [{"name": c.get("name"), "image": c.get("image")} for c in pod_spec.get("containers") or []]
+    return {
+        "replicas": spec.get("replicas"),
+        "volumeClaimTemplates": spec.get("volumeClaimTemplates") or [],
+        "template": {"spec": {"containers": containers}},
+    }
+
+
+def cronjob_spec(spec: Object) -> Object:
+    """What reconciles read of the backup CronJob's spec: its schedule (drift)."""
+    return {"schedule": spec.get("schedule")}
+
+
+SPEC_READ: dict[str, Callable[[Object], Object]] = {"statefulsets": statefulset_spec, "cronjobs": cronjob_spec}
 
 
 def shared_strings(value: Any) -> Any:
@@ -27,8 +49,10 @@ def shared_strings(value: Any) -> Any:
 
 def slim(kind: str, obj: Object) -> Object:
     """The object as cached: without managedFields (the largest part of a server-side applied
-    object) and the kind's UNREAD parts, its strings shared."""
+    object), the kind's UNREAD parts and the unread part of its spec, its strings shared."""
     kept = {k: v for k, v in obj.items() if k not in UNREAD.get(kind, ())}
     kept["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    if kind in SPEC_READ and "spec" in obj:
+        kept["spec"] = SPEC_READ[kind](obj["spec"])
     slimmed: Object = shared_strings(kept)
     return slimmed

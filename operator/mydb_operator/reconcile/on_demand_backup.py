@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..cluster import writes
+from .. import names
+from ..cluster import reads, writes
 from ..desired.backup_job import on_demand_job
 from ..model.observation import Observation
 from ..policy.backups import requested
@@ -26,7 +27,11 @@ async def backup_on_demand(
         return {"lastOnDemandRequest": token}, [
             ("Warning", "BackupNotConfigured", f"backup-now={token} ignored: spec.backup is not set")
         ]
-    job = on_demand_job(observed.cronjob, name, token)
+    # The cache keeps only the CronJob's schedule and status: its Job template is read now.
+    cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+    if cronjob is None:  # deleted since: Helm puts it back, and the next pass answers the request
+        return earlier, []
+    job = on_demand_job(cronjob, name, token)
     await writes.create_job_once(job)
     log.info("%s/%s: on-demand backup %s started as Job %s", namespace, name, token, job["metadata"]["name"])
     return (
