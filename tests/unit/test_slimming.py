@@ -17,6 +17,7 @@ STATEFULSET: dict[str, Any] = {
         "labels": {"app.kubernetes.io/instance": "db"},
         "ownerReferences": [{"kind": "MyDatabase", "uid": "owner"}],
         "managedFields": [{"manager": "helm", "fieldsV1": {"f:spec": {}}}],
+        "annotations": {"meta.helm.sh/release-name": "db"},
     },
     "spec": {
         "replicas": 3,
@@ -53,7 +54,7 @@ def test_a_statefulset_keeps_what_the_reconciles_read_and_loses_its_pod_template
                                              {"name": "exporter", "image": "exporter:1"}]}},
     }
     assert kept["status"] == STATEFULSET["status"]
-    assert "managedFields" not in kept["metadata"]
+    assert "managedFields" not in kept["metadata"] and "annotations" not in kept["metadata"]
     assert kept["metadata"]["ownerReferences"] == STATEFULSET["metadata"]["ownerReferences"]
     # the readers give the same answers from the cached copy as from the whole object
     assert claim_template_size(kept) == claim_template_size(STATEFULSET) == "5Gi"
@@ -74,8 +75,9 @@ def test_pods_lose_their_spec_and_services_everything_but_metadata() -> None:
     assert slim("services", service) == {"metadata": {"name": "db"}}
 
 
-def test_claims_are_kept_whole_but_for_managed_fields() -> None:
-    claim = {"metadata": {"name": "data-db-0", "managedFields": [{}]},
+def test_claims_are_kept_whole_but_for_managed_fields_and_annotations() -> None:
+    claim = {"metadata": {"name": "data-db-0", "managedFields": [{}],
+                          "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
              "spec": {"storageClassName": "fast", "resources": {"requests": {"storage": "1Gi"}}},
              "status": {"capacity": {"storage": "1Gi"}}}
     assert slim("persistentvolumeclaims", claim) == {**claim, "metadata": {"name": "data-db-0"}}

@@ -32,6 +32,9 @@ def cronjob_spec(spec: Object) -> Object:
     return {"schedule": spec.get("schedule")}
 
 
+# managedFields are the largest part of a server-side applied object; no reconcile reads a
+# child's annotations (Helm's release annotations, pod annotations).
+METADATA_UNREAD = ("managedFields", "annotations")
 SPEC_READ: dict[str, Callable[[Object], Object]] = {"statefulsets": statefulset_spec, "cronjobs": cronjob_spec}
 
 
@@ -48,10 +51,10 @@ def shared_strings(value: Any) -> Any:
 
 
 def slim(kind: str, obj: Object) -> Object:
-    """The object as cached: without managedFields (the largest part of a server-side applied
-    object), the kind's UNREAD parts and the unread part of its spec, its strings shared."""
+    """The object as cached: without the unread metadata, the kind's UNREAD parts and the
+    unread part of its spec, its strings shared."""
     kept = {k: v for k, v in obj.items() if k not in UNREAD.get(kind, ())}
-    kept["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    kept["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in METADATA_UNREAD}
     if kind in SPEC_READ and "spec" in obj:
         kept["spec"] = SPEC_READ[kind](obj["spec"])
     slimmed: Object = shared_strings(kept)
