@@ -52,7 +52,7 @@ printf v4.0.0
 """
 
 
-def test_helm_runs_with_one_go_thread_and_a_lazier_collector_unless_told_otherwise(
+def test_helm_runs_with_one_go_thread_unless_told_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chart = tmp_path / "chart"
@@ -63,6 +63,9 @@ def test_helm_runs_with_one_go_thread_and_a_lazier_collector_unless_told_otherwi
     helm.write_text(ENV_RECORDER.format(seen=seen))
     helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
     monkeypatch.delenv("GOMAXPROCS", raising=False)
-    monkeypatch.setenv("GOGC", "50")  # set by whoever runs the operator: kept
+    monkeypatch.setenv("GOGC", "50")  # Go settings of whoever runs the operator reach Helm
     asyncio.run(Helm(chart, executable=str(helm)).command.run(["version"]))
     assert seen.read_text().split() == [GO_RUNTIME["GOMAXPROCS"], "50"]
+    monkeypatch.setenv("GOMAXPROCS", "2")
+    asyncio.run(Helm(chart, executable=str(helm)).command.run(["version"]))
+    assert seen.read_text().split() == ["2", "50"]
