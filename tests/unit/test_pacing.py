@@ -58,3 +58,36 @@ def test_size_zero_never_waits() -> None:
         return window.holders()
 
     assert asyncio.run(scenario()) == 0
+
+
+def test_places_go_first_come_first_served_and_a_freed_place_wakes_one_waiter() -> None:
+    async def scenario() -> list[str]:
+        window = RolloutWindow(1)
+        await window.enter(("ns", "a"))
+        waiters = {name: asyncio.create_task(window.enter(("ns", name))) for name in ("b", "c", "d")}
+        await asyncio.sleep(0.01)
+        waiters["c"].cancel()  # its database was deleted while it waited
+        window.leave(("ns", "a"))
+        await asyncio.sleep(0.01)
+        admitted = [name for name, task in waiters.items() if task.done() and not task.cancelled()]
+        window.leave(("ns", "b"))
+        await asyncio.wait_for(waiters["d"], 1)
+        return [*admitted, "d", f"holders {window.holders()}"]
+
+    assert asyncio.run(scenario()) == ["b", "d", "holders 1"]
+
+
+def test_each_holder_leaves_when_its_own_time_runs_out() -> None:
+    async def scenario() -> float:
+        window = RolloutWindow(2, hold_seconds=1.0)
+        started = asyncio.get_running_loop().time()
+        await window.enter(("ns", "a"))  # runs out at 1.0
+        await asyncio.sleep(0.5)
+        await window.enter(("ns", "b"))  # runs out at 1.5
+        c = asyncio.create_task(window.enter(("ns", "c")))  # a's place at 1.0, runs out at 2.0
+        d = asyncio.create_task(window.enter(("ns", "d")))  # b's place at 1.5, not c's at 2.0
+        await asyncio.wait_for(c, 3)
+        await asyncio.wait_for(d, 3)
+        return asyncio.get_running_loop().time() - started
+
+    assert 1.4 < asyncio.run(scenario()) < 1.9
