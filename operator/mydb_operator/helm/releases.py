@@ -26,12 +26,12 @@ log = logging.getLogger(__name__)
 # reads the credentials Secret by name), so ConfigMaps are the right storage:
 # the operator then needs no list/watch on Secrets at all.
 HELM_DRIVER = "configmap"
-# What Helm says of a release a killed run left half-done: pending-install/upgrade/rollback,
-# or "uninstalling" (a recovery of a pending install was itself killed).
 # Each Helm run is a short single task, several at once: one Go thread each takes about 9 %
 # less CPU per install at no memory cost (a lazier collector, GOGC=200, saved 15-20 % but cost
 # 6 MB per run: docs/benchmarks.md, round 6). The operator's environment wins.
 GO_RUNTIME = {"GOMAXPROCS": "1"}
+# What Helm says of a release a killed run left half-done: pending-install/upgrade/rollback,
+# or "uninstalling" (a recovery of a pending install was itself killed).
 LEFT_HALF_DONE = ("another operation (install/upgrade/rollback) is in progress", "has no deployed releases")
 
 
