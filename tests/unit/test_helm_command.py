@@ -62,6 +62,7 @@ def test_helm_runs_with_one_go_thread_unless_told_otherwise(
     helm = tmp_path / "helm"
     helm.write_text(ENV_RECORDER.format(seen=seen))
     helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("HELM_DRIVER", "configmap")  # Helm() sets it if unset: restored after the test
     monkeypatch.delenv("GOMAXPROCS", raising=False)
     monkeypatch.setenv("GOGC", "50")  # Go settings of whoever runs the operator reach Helm
     asyncio.run(Helm(chart, executable=str(helm)).command.run(["version"]))
