@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import hashlib
 
+from . import __version__
+
 # ---------------------------------------------------------------- the MyDatabase API
+
+# The user agent of every API call the operator makes (Helm's have Helm's): the API server
+# names an update's field manager after it, so managedFields, audit logs and API metrics
+# say mydb-operator instead of the client library's "OpenAPI-Generator".
+USER_AGENT = f"mydb-operator/{__version__}"
 
 GROUP = "myapp.example.com"
 VERSION = "v1"

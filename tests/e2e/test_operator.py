@@ -65,6 +65,13 @@ def test_seed_becomes_ready_with_services_by_role(cluster, operator, namespace):
     data = [p for p in pvcs if p["metadata"]["name"].startswith("data-production-db-")]
     assert len(data) == 3 and all(p["spec"]["resources"]["requests"]["storage"] == "100Gi" for p in data)
 
+    # The operator's own writes are signed with its name: status, and the role label on a pod.
+    db = get_json(cluster, "-n", namespace, "mydb", "production-db", "--show-managed-fields")
+    assert {m["manager"] for m in db["metadata"]["managedFields"] if m.get("subresource") == "status"} == {
+        "mydb-operator"}
+    pod = get_json(cluster, "-n", namespace, "pod", "production-db-0", "--show-managed-fields")
+    assert "mydb-operator" in {m["manager"] for m in pod["metadata"]["managedFields"]}
+
 
 def test_password_stays_in_its_secret(cluster, operator, namespace):
     """The generated password is in the Secret only: not in status, events or the Helm release."""

@@ -12,11 +12,15 @@ from typing import Any
 
 from kubernetes import client, config
 
+from .. import names
+
 
 @functools.cache
 def shared() -> client.ApiClient:
     """Made on first use, after the operator has loaded its kubeconfig or in-cluster config."""
-    return client.ApiClient()
+    api = client.ApiClient()
+    api.user_agent = names.USER_AGENT
+    return api
 
 
 def core() -> client.CoreV1Api:

@@ -27,7 +27,9 @@ class LeaderLease:
         self.namespace, self.name, self.identity, self.duration = namespace, name, identity, duration
         self.scope = scope
         self.holder: str | None = None  # as last read: the standby says whom it waits for
-        self.api = client.CoordinationV1Api()
+        api_client = client.ApiClient()
+        api_client.user_agent = names.USER_AGENT
+        self.api = client.CoordinationV1Api(api_client)
         # A hung call must not stall the renewal past the Lease's duration.
         self.request_timeout = max(2.0, duration / 3)
         self._warned_unchecked = False
