@@ -37,6 +37,24 @@ def test_no_observation_until_every_kind_is_listed() -> None:
     assert store.observation("ns", "db") == Observation()
 
 
+def test_listed_waits_for_every_kind_in_every_scope() -> None:
+    async def scenario() -> tuple[bool, bool, bool]:
+        store = ChildStore(on_change=lambda *_: None)
+        waiting = asyncio.ensure_future(store.listed(["a", "b"], timeout=5))
+        for kind in KINDS:
+            store.replace(kind, "a", [])
+        await asyncio.sleep(0)
+        after_a = waiting.done()
+        for kind in KINDS:
+            store.replace(kind, "b", [])
+        listed = await waiting
+        return after_a, listed, await store.listed([None], timeout=0.05)  # never listed cluster-wide
+
+    after_a, listed, cluster_wide = asyncio.run(scenario())
+    assert not after_a and listed
+    assert not cluster_wide  # gave up after its timeout: reconciles read the API meanwhile
+
+
 def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
     store = synced_store([])
     store.apply("statefulsets", "ADDED", obj("db", spec={"replicas": 3}))

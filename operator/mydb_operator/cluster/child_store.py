@@ -41,6 +41,7 @@ class ChildStore:
         self._objects: dict[str, dict[Key, dict[str, Object]]] = {kind: {} for kind in KINDS}
         self._instance: dict[str, dict[Key, str]] = {kind: {} for kind in KINDS}  # where each object is filed
         self._synced: set[tuple[str, str | None]] = set()  # (kind, namespace or None for all)
+        self._listing = asyncio.Event()  # set by every full listing: start-up waits on it in listed()
         # (namespace, instance) -> the StatefulSet resourceVersion a fresh API read saw after Helm
         # applied: until the watch delivers it, the cache would report the rollout before it as current.
         self._awaited: dict[Key, int] = {}
@@ -93,6 +94,7 @@ class ChildStore:
             if self._version(kind, key) != obj["metadata"].get("resourceVersion"):
                 self._put(kind, obj)
         self._synced.add((kind, scope))
+        self._listing.set()
         if kind == "statefulsets":
             for key in [k for k in self._awaited if scope is None or k[0] == scope]:
                 self._reached(key, listed_at)
@@ -110,8 +112,25 @@ class ChildStore:
         """The watch broke: answer from the API until the next full listing."""
         self._synced.discard((kind, scope))
 
-    def synced(self, namespace: str) -> bool:
+    def synced(self, namespace: str | None) -> bool:
         return all((kind, None) in self._synced or (kind, namespace) in self._synced for kind in KINDS)
+
+    async def listed(
+        self,
+        scopes: list[str | None],
+        timeout: float,  # noqa: ASYNC109 (running out of time is an answer: reconciles then read the API)
+    ) -> bool:
+        """Wait until every kind has been listed in every scope (None: all namespaces); False if
+        that takes over `timeout` s. At start-up: a database reconciled before this would read its
+        children from the API, a request per database where the listing is one per kind."""
+        try:
+            async with asyncio.timeout(timeout):
+                while not all(self.synced(scope) for scope in scopes):
+                    self._listing.clear()
+                    await self._listing.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def _reached(self, key: Key, version: int) -> None:
         if key in self._awaited and version >= self._awaited[key]:

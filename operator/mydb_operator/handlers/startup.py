@@ -19,6 +19,9 @@ from ..telemetry import metrics
 from .memo import OperatorMemo
 
 log = logging.getLogger(__name__)
+# kopf starts the databases' daemons after the start-up handlers: they wait this long at most
+# for the informers' first listing, as a controller waits for its caches to sync.
+FIRST_LISTING_SECONDS = 20.0
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -60,6 +63,12 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorMemo, **_: An
         loop.call_soon_threadsafe(update, *args)  # the store is touched only from the event loop
 
     memo.informers[:] = start_informers(runtime.children, list(config.namespaces), deliver=deliver)
+    scopes: list[str | None] = list(config.namespaces) or [None]
+    if not await runtime.children.listed(scopes, FIRST_LISTING_SECONDS):
+        log.warning(
+            "the informers have not listed every kind in %.0fs: reconciles read the API until they have",
+            FIRST_LISTING_SECONDS,
+        )
     metrics.serve(config.metrics_port)
     log.info(
         "chart %s (digest %s), helm %s, platform config %s, metrics on :%s",
