@@ -71,6 +71,10 @@ def render_wave(crs: list[dict], namespace: str, env: dict[str, str], workdir: P
                       "render_seconds": round(time.monotonic() - started, 2)}
 
 
+# "A person with kubectl": kubectl apply processes at once, as the issue's first floor had them.
+KUBECTL_PROCESSES = 4
+
+
 def apply_wave(rendered: dict[str, str], namespace: str, kubectl: str, kubeconfig: Path, parallel: int,
                env: dict[str, str]) -> tuple[dict[str, float], dict[str, str]]:
     """kubectl apply --server-side each database's Secret + manifests, `parallel` at a time.

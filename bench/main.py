@@ -34,8 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=float(os.environ.get("BENCH_IDLE", "70")),
                         help="idle window in seconds, for the steady state (env BENCH_IDLE; default 70: one resync of 60 s)")
     parser.add_argument("--resync", type=float, default=60.0, help="the operator's --resync (default 60)")
-    parser.add_argument("--parallel", type=int, default=int(os.environ.get("MYDB_HELM_PARALLEL", "4")),
-                        help="the operator's Helm parallelism, and the floor's kubectl concurrency (default 4)")
+    parser.add_argument("--parallel", type=int, default=int(os.environ.get("MYDB_HELM_PARALLEL", "2")),
+                        help="the operator's Helm parallelism (default 2, the operator's own)")
     parser.add_argument("--rollout-window", type=int, default=int(os.environ.get("MYDB_ROLLOUT_WINDOW", "16")),
                         help="the operator's rollout window: new databases rolling out at once (default 16; 0: none)")
     parser.add_argument("--timeout", type=float, help="seconds to wait for each wave (default 120 + 2 x N)")

@@ -96,7 +96,7 @@ def kubectl_apply(ctx: argparse.Namespace, namespace: str, stream: str) -> None:
 def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str, float]:
     name = seed["metadata"]["name"]
     operator = OperatorProcess(ctx.cluster.kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / f"{namespace}.log",
-                               resync=60, helm_parallel=4, rollout_window=16,
+                               resync=60, helm_parallel=2, rollout_window=16,
                                extra_args=["--namespace", namespace, "--leader-elect=false"])
     operator.start()
     try:

@@ -279,11 +279,11 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str) -> d
             how["concurrency"] = ctx.floor_concurrency
         else:
             log(f"N={n}: a person with kubectl: kubectl apply --server-side of {objects} objects, "
-                f"{ctx.parallel} databases at a time, in {namespace}")
+                f"{floor.KUBECTL_PROCESSES} databases at a time, in {namespace}")
             t0 = time.monotonic()
             finished, errors = floor.apply_wave(rendered, namespace, f"{ctx.bins}/kubectl", cluster.kubeconfig,
-                                                ctx.parallel, env)
-            how["concurrency"] = ctx.parallel
+                                                floor.KUBECTL_PROCESSES, env)
+            how["concurrency"] = floor.KUBECTL_PROCESSES
         for name, error in list(errors.items())[:3]:
             log(f"N={n}: floor ({client}): apply of {name} failed: {error}")
         log(f"N={n}: floor ({client}): applied in {max(finished.values()) - t0:.1f}s; waiting for pods")

@@ -21,7 +21,7 @@ class Config:
     helm: str = field(default_factory=lambda: os.environ.get("MYDB_HELM", "helm"))
     namespaces: tuple[str, ...] = ()  # empty: every namespace
     resync_seconds: float = field(default_factory=lambda: float(os.environ.get("MYDB_RESYNC_SECONDS", "60")))
-    helm_parallel: int = field(default_factory=lambda: int(os.environ.get("MYDB_HELM_PARALLEL", "4")))
+    helm_parallel: int = field(default_factory=lambda: int(os.environ.get("MYDB_HELM_PARALLEL", "2")))
     # New databases rolling out at once (reconcile/pacing.py); 0 turns pacing off.
     rollout_window: int = field(default_factory=lambda: int(os.environ.get("MYDB_ROLLOUT_WINDOW", "16")))
     history_max: int = 5
