@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from mydb_operator.config import Config
+
 from . import apf, kube, report, stats
 from .measure import START, log
 from .process import REPO
@@ -34,8 +36,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=float(os.environ.get("BENCH_IDLE", "70")),
                         help="idle window in seconds, for the steady state (env BENCH_IDLE; default 70: one resync of 60 s)")
     parser.add_argument("--resync", type=float, default=60.0, help="the operator's --resync (default 60)")
-    parser.add_argument("--parallel", type=int, default=int(os.environ.get("MYDB_HELM_PARALLEL", "2")),
-                        help="the operator's Helm parallelism (default 2, the operator's own)")
+    parser.add_argument("--parallel", type=int, default=Config().helm_parallel,
+                        help="the operator's Helm parallelism (default: the operator's own, MYDB_HELM_PARALLEL or 2)")
     parser.add_argument("--rollout-window", type=int, default=int(os.environ.get("MYDB_ROLLOUT_WINDOW", "16")),
                         help="the operator's rollout window: new databases rolling out at once (default 16; 0: none)")
     parser.add_argument("--timeout", type=float, help="seconds to wait for each wave (default 120 + 2 x N)")

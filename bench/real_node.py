@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 from kubernetes.client.exceptions import ApiException
+from mydb_operator.config import Config
 
 from . import floor, kube, report
 from .measure import log
@@ -96,7 +97,7 @@ def kubectl_apply(ctx: argparse.Namespace, namespace: str, stream: str) -> None:
 def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str, float]:
     name = seed["metadata"]["name"]
     operator = OperatorProcess(ctx.cluster.kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / f"{namespace}.log",
-                               resync=60, helm_parallel=2, rollout_window=16,
+                               resync=60, helm_parallel=Config().helm_parallel, rollout_window=16,
                                extra_args=["--namespace", namespace, "--leader-elect=false"])
     operator.start()
     try:

@@ -65,8 +65,8 @@ def test_helm_runs_with_one_go_thread_unless_told_otherwise(
     monkeypatch.setenv("HELM_DRIVER", "configmap")  # Helm() sets it if unset: restored after the test
     monkeypatch.delenv("GOMAXPROCS", raising=False)
     monkeypatch.setenv("GOGC", "50")  # Go settings of whoever runs the operator reach Helm
-    asyncio.run(Helm(chart, executable=str(helm)).command.run(["version"]))
+    asyncio.run(Helm(chart, executable=str(helm), max_parallel=1).command.run(["version"]))
     assert seen.read_text().split() == [GO_RUNTIME["GOMAXPROCS"], "50"]
     monkeypatch.setenv("GOMAXPROCS", "2")
-    asyncio.run(Helm(chart, executable=str(helm)).command.run(["version"]))
+    asyncio.run(Helm(chart, executable=str(helm), max_parallel=1).command.run(["version"]))
     assert seen.read_text().split() == ["2", "50"]

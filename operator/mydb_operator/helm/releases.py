@@ -53,7 +53,7 @@ class Helm:
         executable: str = "helm",
         history_max: int = 5,
         timeout: str = "2m",
-        max_parallel: int = 2,
+        max_parallel: int,
         platform_config: Path | None = None,
         post_render: bool = False,
     ):
