@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import urllib3
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from . import clients
 from .child_store import ChildStore, version_of
 from .watched_kinds import KINDS, SELECTOR
 
@@ -31,13 +31,8 @@ class Informer(threading.Thread):
 
     def __init__(self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None]):
         super().__init__(name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
-        group, singular = KINDS[kind]
-        resource_api = group(client.ApiClient())
-        self._args: tuple[str, ...]
-        if namespace is None:
-            self._list, self._args = getattr(resource_api, f"list_{singular}_for_all_namespaces"), ()
-        else:
-            self._list, self._args = getattr(resource_api, f"list_namespaced_{singular}"), (namespace,)
+        self._api = clients.new_client()
+        self._path = KINDS[kind].path(namespace)
         self.kind, self.scope, self._store, self._deliver = kind, namespace, store, deliver
         self._stopping = threading.Event()
         self._response: urllib3.BaseHTTPResponse | None = None
@@ -71,22 +66,22 @@ class Informer(threading.Thread):
                 self._stopping.wait(delay)
 
     def _relist(self) -> str:
-        listing = json.loads(self._list(*self._args, label_selector=SELECTOR, _preload_content=False).data)
+        listing = json.loads(clients.request("GET", self._path, query={"labelSelector": SELECTOR}, api=self._api).data)
         version: str = listing["metadata"]["resourceVersion"]
         self._deliver(self._store.replace, self.kind, self.scope, listing["items"], version_of(listing))
         return version
 
     def _watch(self, version: str) -> str:
         """One watch request, until the server ends it; returns the last resourceVersion seen."""
-        self._response = self._list(
-            *self._args,
-            label_selector=SELECTOR,
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_SECONDS,
-            _preload_content=False,
-            _request_timeout=(30, WATCH_SECONDS + 30),
+        query = {
+            "labelSelector": SELECTOR,
+            "watch": True,
+            "resourceVersion": version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": WATCH_SECONDS,
+        }
+        self._response = clients.request(
+            "GET", self._path, query=query, timeout=(30, WATCH_SECONDS + 30), api=self._api
         )
         try:
             for line in self._response:

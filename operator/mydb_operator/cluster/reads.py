@@ -8,6 +8,7 @@ from .. import names
 from ..model.observation import Object, Observation, assemble
 from . import clients
 from .blocking import exists, threaded, tolerating
+from .resources import CLAIMS, CRONJOBS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS, STORAGE_CLASSES, Resource
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
@@ -15,26 +16,25 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 @threaded
 def observation(namespace: str, release: str) -> Observation:
     """One database's objects from the API: four label-selected lists and two reads by name."""
-    core, apps, batch = clients.core(), clients.apps(), clients.batch()
     selector = names.label_selector(names.selector_labels(release))
 
-    def listed(call: Any) -> list[Object]:
-        items: list[Object] = clients.raw(call, namespace, label_selector=selector)["items"]
+    def listed(resource: Resource) -> list[Object]:
+        items: list[Object] = clients.get(resource.path(namespace), labelSelector=selector)["items"]
         return items
 
-    def by_name(read_call: Any, name: str) -> list[Object]:
+    def by_name(resource: Resource, name: str) -> list[Object]:
         with tolerating(404):
-            return [clients.raw(read_call, name, namespace)]
+            return [clients.get(resource.path(namespace, name))]
         return []
 
     return assemble(
         release,
-        pods=listed(core.list_namespaced_pod),
-        claims=listed(core.list_namespaced_persistent_volume_claim),
-        statefulsets=by_name(apps.read_namespaced_stateful_set, release),
-        cronjobs=by_name(batch.read_namespaced_cron_job, names.backup_cronjob(release)),
-        jobs=listed(batch.list_namespaced_job),
-        services=listed(core.list_namespaced_service),
+        pods=listed(PODS),
+        claims=listed(CLAIMS),
+        statefulsets=by_name(STATEFULSETS, release),
+        cronjobs=by_name(CRONJOBS, names.backup_cronjob(release)),
+        jobs=listed(JOBS),
+        services=listed(SERVICES),
     )
 
 
@@ -42,20 +42,20 @@ def observation(namespace: str, release: str) -> Observation:
 def read_secret(namespace: str, name: str) -> dict[str, Any] | None:
     """A user-named Secret, to check its keys (the only Secret the operator reads)."""
     with tolerating(404):
-        return clients.raw(clients.core().read_namespaced_secret, name, namespace)
+        return clients.get(SECRETS.path(namespace, name))
     return None
 
 
 @threaded
 def storage_class(name: str) -> dict[str, Any] | None:
     with tolerating(404):
-        return clients.raw(clients.storage().read_storage_class, name)
+        return clients.get(STORAGE_CLASSES.path(name=name))
     return None
 
 
 @threaded
 def default_storage_class() -> dict[str, Any] | None:
-    for item in clients.raw(clients.storage().list_storage_class)["items"]:
+    for item in clients.get(STORAGE_CLASSES.path())["items"]:
         if (item["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION) == "true":
             default: dict[str, Any] = item
             return default
@@ -65,7 +65,7 @@ def default_storage_class() -> dict[str, Any] | None:
 @threaded
 def read_statefulset(namespace: str, name: str) -> dict[str, Any] | None:
     with tolerating(404):
-        return clients.raw(clients.apps().read_namespaced_stateful_set, name, namespace)
+        return clients.get(STATEFULSETS.path(namespace, name))
     return None
 
 
@@ -73,10 +73,10 @@ def read_statefulset(namespace: str, name: str) -> dict[str, Any] | None:
 def read_cronjob(namespace: str, name: str) -> dict[str, Any] | None:
     """The whole CronJob (the cache keeps only its schedule and status)."""
     with tolerating(404):
-        return clients.raw(clients.batch().read_namespaced_cron_job, name, namespace)
+        return clients.get(CRONJOBS.path(namespace, name))
     return None
 
 
 @threaded
 def claim_exists(namespace: str, name: str) -> bool:
-    return exists(lambda: clients.send(clients.core().read_namespaced_persistent_volume_claim, name, namespace))
+    return exists(lambda: clients.get(CLAIMS.path(namespace, name)))
