@@ -68,6 +68,7 @@ def test_a_read_is_plain_json_with_the_operators_name_and_credentials(api_server
     assert request["url"] == "/api/v1/namespaces/ns/pods?labelSelector=a%3Db%2Cc&watch=true"
     assert request["headers"]["User-Agent"] == names.USER_AGENT
     assert request["headers"]["Authorization"] == "Bearer secret-token"
+    assert "Content-Type" not in request["headers"]  # no body, nothing to describe
 
 
 def test_a_write_sends_json_with_its_content_type(api_server: Any) -> None:

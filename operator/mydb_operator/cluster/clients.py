@@ -51,11 +51,12 @@ def request(
 ) -> urllib3.BaseHTTPResponse:
     """The response, unread (a watch is read as a stream); an ApiException when the API refused."""
     api = api or shared()
+    headers = {"Accept": JSON} if body is None else {"Accept": JSON, "Content-Type": content_type}
     serialized = api.param_serialize(
         method,
         path,
         query_params=list((query or {}).items()),
-        header_params={"Accept": JSON, "Content-Type": content_type},
+        header_params=headers,
         body=body,
         auth_settings=["BearerToken"],
     )
