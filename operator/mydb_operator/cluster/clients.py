@@ -5,9 +5,9 @@ A client per call costs a TLS handshake and leaves a connection pool behind
 
 The calls go through the client's ApiClient (its configuration, credentials
 and connection pool) but not its generated API classes: those import a
-pydantic model class for every kind they name (CoreV1Api 251 of them, the
-four groups the operator used 33 MB of its memory) and validate every
-argument, while the operator only ever wanted the API's JSON."""
+pydantic model class for every kind they name (CoreV1Api alone 251; the
+four the operator used cost about 30 MB of PSS, docs/benchmarks.md round 8) and
+validate every argument, while the operator only ever wanted the API's JSON."""
 
 from __future__ import annotations
 
