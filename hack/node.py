@@ -483,6 +483,8 @@ OUR_CHAIN = re.compile(r"^:((KUBE|MYDB)-[A-Z0-9-]+) ", re.M)
 def our_chains() -> dict[str, list[str]]:
     """table -> the KUBE-* (kube-proxy, kubelet) and MYDB-* chains in it."""
     chains: dict[str, list[str]] = {}
+    if not shutil.which("iptables-save"):  # not installed yet (make node-packages): no chain of ours either
+        return chains
     for table in ("filter", "nat", "mangle", "raw"):
         dump = run("iptables-save", "-t", table, check=False).stdout
         found = OUR_CHAIN.findall(dump)
