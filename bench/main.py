@@ -82,7 +82,7 @@ def run_sizes(ctx: argparse.Namespace, run_id: str, sizes: list[dict[str, Any]],
         size: dict[str, Any] = {"n": n}
         sizes.append(size)
         if ctx.only_scaled_to_zero:  # the scale runs: 1000 databases with pods would take the machine's hour
-            size["scaled_to_zero"] = run_scaled_to_zero(ctx, n, f"bench-{run_id}-zero-{n}")
+            run_zero(ctx, n, run_id, size)
             save()
             continue
         size["operator"] = run_operator(ctx, n, f"bench-{run_id}-op-{n}")
@@ -93,8 +93,16 @@ def run_sizes(ctx: argparse.Namespace, run_id: str, sizes: list[dict[str, Any]],
             if not ctx.no_kubectl_floor:
                 size["kubectl_floor"] = run_floor(ctx, n, f"bench-{run_id}-kubectl-{n}", "kubectl")
         if not ctx.no_scaled_to_zero:  # last: the operator and floor waves compare as before
-            size["scaled_to_zero"] = run_scaled_to_zero(ctx, n, f"bench-{run_id}-zero-{n}")
+            run_zero(ctx, n, run_id, size)
         save()
+
+
+def run_zero(ctx: argparse.Namespace, n: int, run_id: str, size: dict[str, Any]) -> None:
+    """N hibernated databases through the operator, then (unless --no-floor) the same objects applied
+    with no operator: what the control plane alone takes for them."""
+    size["scaled_to_zero"] = run_scaled_to_zero(ctx, n, f"bench-{run_id}-zero-{n}")
+    if not ctx.no_floor:
+        size["zero_floor"] = run_floor(ctx, n, f"bench-{run_id}-zero-floor-{n}", "ssa", hibernate=True)
 
 
 def main(argv: list[str] | None = None) -> None:

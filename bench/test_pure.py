@@ -148,6 +148,14 @@ def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
     assert not any("create wave" in target for target in met)  # no create wave ran: not judged
 
 
+def test_the_scaled_to_zero_floor_is_what_the_control_plane_alone_takes():
+    size = {"n": 1000, "scaled_to_zero": {"deployed": {"all": 180.0}},
+            "zero_floor": {"applied": {"all": 120.0}, "api": {"cpu_seconds": {"kube-apiserver": 90.0}}}}
+    m = report.measures(size)
+    assert (m["zero_floor_all"], m["zero_vs_floor"], m["zero_floor_apiserver_cpu"]) == (120.0, 1.5, 90.0)
+    assert report.measures({"n": 1000, "scaled_to_zero": {"deployed": {"all": 180.0}}})["zero_vs_floor"] is None
+
+
 def test_the_real_node_summary_judges_the_operators_ready_against_the_floors_pods():
     turns = {"operator": [{"pods_ready": 20.0, "ready": 21.0}, {"pods_ready": 24.0, "ready": 25.5},
                           {"pods_ready": 22.0, "ready": 23.0}],

@@ -257,8 +257,9 @@ def reconciles(operator: OperatorProcess) -> int:
         return 0
 
 
-def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str) -> dict[str, Any]:
-    """The same manifests with no operator: client "ssa" is the floor proper, "kubectl" a person with kubectl."""
+def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str, hibernate: bool = False) -> dict[str, Any]:
+    """The same manifests with no operator: client "ssa" is the floor proper, "kubectl" a person with kubectl.
+    hibernate: the scaled-to-zero wave's manifests; no pod to wait for, so the floor ends when all is applied."""
     cluster: kube.Cluster = ctx.cluster
     names = [f"db-{i:04d}" for i in range(n)]
     cluster.create_namespace(namespace)
@@ -266,8 +267,8 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str) -> d
     watch = kube.start_watch(functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets)
     env = floor.render_env(f"{ctx.bins}/helm", ctx.bins, ctx.logs / "render-home")
     try:
-        rendered, how = floor.render_wave([database(name, SCHEDULES[0]) for name in names], namespace, env,
-                                          ctx.logs / "floor", log)
+        rendered, how = floor.render_wave([database(name, SCHEDULES[0], hibernate) for name in names], namespace,
+                                          env, ctx.logs / "floor", log)
         sets.add_goal("pods", lambda k, o: kube.statefulset_ready(o))
         before = Snapshot(cluster, None, ctx.pids)
         objects = n * how["objects_per_database"]
@@ -286,12 +287,14 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str) -> d
             how["concurrency"] = floor.KUBECTL_PROCESSES
         for name, error in list(errors.items())[:3]:
             log(f"N={n}: floor ({client}): apply of {name} failed: {error}")
-        log(f"N={n}: floor ({client}): applied in {max(finished.values()) - t0:.1f}s; waiting for pods")
-        converged = wait_goals(f"N={n} floor ({client})", [(sets, "pods", "pods ready")], n,
-                               ctx.timeout or 120 + 2.0 * n)
+        log(f"N={n}: floor ({client}): applied in {max(finished.values()) - t0:.1f}s"
+            + ("" if hibernate else "; waiting for pods"))
+        converged = hibernate or wait_goals(f"N={n} floor ({client})", [(sets, "pods", "pods ready")], n,
+                                            ctx.timeout or 120 + 2.0 * n)
         after = Snapshot(cluster, None, ctx.pids)
         out = {
             "client": client,
+            "hibernate": hibernate,
             "converged": converged and not errors,
             "apply_errors": len(errors),
             **how,
@@ -303,8 +306,9 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str) -> d
             "api": {k: v for k, v in window(before, after, ctx.meaning, n).items()
                     if k in ("all_clients_api", "cpu_seconds")},
         }
-        log(f"N={n}: floor ({client}): all pods ready in {out['pods_ready']['all']}s "
-            f"(p50 {out['pods_ready']['p50']}s, p95 {out['pods_ready']['p95']}s)")
+        if not hibernate:
+            log(f"N={n}: floor ({client}): all pods ready in {out['pods_ready']['all']}s "
+                f"(p50 {out['pods_ready']['p50']}s, p95 {out['pods_ready']['p95']}s)")
         return out
     finally:
         watch.stop()
