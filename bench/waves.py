@@ -264,12 +264,13 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str, hibe
     names = [f"db-{i:04d}" for i in range(n)]
     cluster.create_namespace(namespace)
     sets = kube.Tracker(kube.by_name)
-    watch = kube.start_watch(functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets)
+    sets.add_goal("pods", lambda k, o: kube.statefulset_ready(o))
+    watch = None if hibernate else kube.start_watch(
+        functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets)
     env = floor.render_env(f"{ctx.bins}/helm", ctx.bins, ctx.logs / "render-home")
     try:
         rendered, how = floor.render_wave([database(name, SCHEDULES[0], hibernate) for name in names], namespace,
                                           env, ctx.logs / "floor", log)
-        sets.add_goal("pods", lambda k, o: kube.statefulset_ready(o))
         before = Snapshot(cluster, None, ctx.pids)
         objects = n * how["objects_per_database"]
         if client == "ssa":
@@ -299,7 +300,6 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str, hibe
             "apply_errors": len(errors),
             **how,
             "applied": stats.summary({k: t - t0 for k, t in finished.items()}, n),
-            "pods_ready": stats.summary(latencies(sets, "pods", t0), n),
             # kubectl: its processes; ssa: this harness's process, the floor's one client (and its watches)
             "client_cpu_seconds": round(after.children - before.children if client == "kubectl"
                                         else after.harness - before.harness, 2),
@@ -307,11 +307,13 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str, hibe
                     if k in ("all_clients_api", "cpu_seconds")},
         }
         if not hibernate:
+            out["pods_ready"] = stats.summary(latencies(sets, "pods", t0), n)
             log(f"N={n}: floor ({client}): all pods ready in {out['pods_ready']['all']}s "
                 f"(p50 {out['pods_ready']['p50']}s, p95 {out['pods_ready']['p95']}s)")
         return out
     finally:
-        watch.stop()
+        if watch:
+            watch.stop()
         log(f"N={n}: deleting {namespace}")
         ok = cluster.delete_namespace(namespace, ctx.cleanup_timeout, log)
         if not ok:
