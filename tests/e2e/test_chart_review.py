@@ -9,6 +9,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 from .conftest import REPO, operator_instead, wait_ready
 from .realnode import local_node_platform
@@ -18,6 +19,7 @@ from .waiting import get_json, wait_for
 pytestmark = pytest.mark.e2e
 # The chart that databases ran before chart 0.2.0 (credentials as env vars, no presets, PDB or NetworkPolicy).
 PREVIOUS_CHART_COMMIT = "ae38a2b"
+CHART = "mydatabase-" + yaml.safe_load((REPO / "charts" / "mydatabase" / "Chart.yaml").read_text())["version"]
 
 
 def kwok_db(cluster, namespace: str, name: str, replicas: int = 3) -> None:
@@ -88,8 +90,9 @@ def test_resource_quota_admits_the_database_and_backup_pods(cluster, operator, n
 
 def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, operator, namespace):
     """The local network (a bridge) does not enforce NetworkPolicy, so this proves the installed policy's
-    selectors against the live pods: it applies to exactly the database's pods, and its own-pods peer admits
-    them and the backup Job's pod but not the pods of another database in the namespace."""
+    selectors against the live pods: it applies to exactly the database's pods and its backup Job's pod
+    (which has no PostgreSQL port, so nothing gets in), and its own-pods peer admits them but not the pods
+    of another database in the namespace."""
     kwok_db(cluster, namespace, "guarded", replicas=2)
     kwok_db(cluster, namespace, "neighbour", replicas=1)
     wait_ready(cluster, namespace, "guarded")
@@ -97,18 +100,26 @@ def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, op
     cluster.kubectl("create", "job", "-n", namespace, "guarded-manual", "--from=cronjob/guarded-backup")
     wait_for("the backup Job's pod", lambda: get_json(
         cluster, "-n", namespace, "pods", "-l", "job-name=guarded-manual")["items"], timeout=60)
-    policy = get_json(cluster, "-n", namespace, "networkpolicy", "guarded")["spec"]
+    [policy] = [item["spec"] for item in get_json(cluster, "-n", namespace, "networkpolicy")["items"]
+                if item["metadata"]["name"].startswith("guarded")]
 
-    def selected(match_labels: dict) -> set[str]:
+    def selected(match_labels: dict) -> dict[str, dict]:
         selector = ",".join(f"{k}={v}" for k, v in match_labels.items())
-        return {p["metadata"]["name"] for p in get_json(cluster, "-n", namespace, "pods", "-l", selector)["items"]}
+        items = get_json(cluster, "-n", namespace, "pods", "-l", selector)["items"]
+        return {p["metadata"]["name"]: p for p in items}
 
-    assert selected(policy["podSelector"]["matchLabels"]) == {"guarded-0", "guarded-1"}
-    own, *others = policy["ingress"][0]["from"]
+    governed = selected(policy["podSelector"]["matchLabels"])
+    backup_pods = [name for name in governed if name.startswith("guarded-manual-")]
+    assert set(governed) == {"guarded-0", "guarded-1", *backup_pods} and backup_pods, sorted(governed)
+    [rule] = policy["ingress"]
+    [port] = rule["ports"]
+    for name, pod in governed.items():
+        named = {p.get("name") for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        assert (port["port"] in named) == (name in ("guarded-0", "guarded-1")), (name, named)
+    own, *others = rule["from"]
     admitted = selected(own["podSelector"]["matchLabels"])
-    assert {"guarded-0", "guarded-1"} <= admitted
-    assert any(name.startswith("guarded-manual-") for name in admitted), admitted
-    assert not any(name.startswith("neighbour") for name in admitted), admitted
+    assert set(governed) <= set(admitted)
+    assert not any(name.startswith("neighbour") for name in admitted), sorted(admitted)
     assert others == [{"podSelector": {}}]
 
 
@@ -175,8 +186,8 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
             return len(replaced) == len(pods)
         wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
         assert replaced == [f"{name}-1", f"{name}-0"], replaced
-        wait_for("the release on chart 0.4.0", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
-                 .get("status") or {}).get("release", {}).get("chart") == "mydatabase-0.4.0", timeout=120)
+        wait_for(f"the release on chart {CHART}", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
+                 .get("status") or {}).get("release", {}).get("chart") == CHART, timeout=120)
         wait_ready(cluster, namespace, name, timeout=300)
         wait_streaming(cluster, namespace, f"{name}-0", 1)
         for pod in pods:
