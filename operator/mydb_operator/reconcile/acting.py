@@ -58,11 +58,11 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
         "spec": summary,
     }
     outcome.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
-    log.info("%s/%s: helm revision %d applied (%s: %s)", namespace, name, result.revision, kind, decision.why)
-    # A Secret created in the same pass is told in the same Event: one API write, not two.
-    also = f"; {credentials_event}" if credentials_event else ""
-    outcome.events.append(
-        ("Normal", "Applied", f"helm revision {result.revision} applied: {kind}, {decision.why}{also}")
-    )
+    told = f"helm revision {result.revision} applied: {kind}, {decision.why}"
+    log.info("%s/%s: %s%s", namespace, name, told, f"; {credentials_event}" if credentials_event else "")
+    if target.applied:
+        # The install is told by status (release, lastOperation): no Event, one API write per database
+        # fewer. Each later revision gets one: the history that status does not keep.
+        outcome.events.append(("Normal", "Applied", told))
     outcome.observed = await observe_after_helm(namespace, name, decision.effective, runtime)
     return outcome
