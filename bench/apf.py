@@ -25,9 +25,22 @@ VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # What the operator and its Helm touch (a subresource must be named on its own: "pods" does not match "pods/status").
 RESOURCES = [
-    "mydatabases", "mydatabases/status", "pods", "services", "statefulsets", "cronjobs", "jobs",
-    "persistentvolumeclaims", "secrets", "configmaps", "events", "storageclasses", "namespaces",
-    "customresourcedefinitions", "leases", "serviceaccounts",
+    "mydatabases",
+    "mydatabases/status",
+    "pods",
+    "services",
+    "statefulsets",
+    "cronjobs",
+    "jobs",
+    "persistentvolumeclaims",
+    "secrets",
+    "configmaps",
+    "events",
+    "storageclasses",
+    "namespaces",
+    "customresourcedefinitions",
+    "leases",
+    "serviceaccounts",
 ]
 OTHER = "(other)"
 NON_RESOURCE = "(non-resource)"
@@ -42,11 +55,14 @@ def _schema(name: str, precedence: int, sa_namespace: str, sa_name: str, rule: d
             "priorityLevelConfiguration": {"name": PRIORITY_LEVEL},
             "matchingPrecedence": precedence,
             "distinguisherMethod": {"type": "ByUser"},
-            "rules": [{
-                "subjects": [{"kind": "ServiceAccount",
-                              "serviceAccount": {"namespace": sa_namespace, "name": sa_name}}],
-                **rule,
-            }],
+            "rules": [
+                {
+                    "subjects": [
+                        {"kind": "ServiceAccount", "serviceAccount": {"namespace": sa_namespace, "name": sa_name}}
+                    ],
+                    **rule,
+                }
+            ],
         },
     }
 
@@ -60,18 +76,52 @@ def flow_schemas(sa_namespace: str, sa_name: str) -> tuple[list[dict], dict[str,
     for verb in VERBS:
         for resource in RESOURCES:
             name = f"{PREFIX}-{verb}-{resource.replace('/', '-')}"
-            schemas.append(_schema(name, 1000, sa_namespace, sa_name, {"resourceRules": [{
-                "verbs": [verb], "apiGroups": ["*"], "resources": [resource],
-                "namespaces": ["*"], "clusterScope": True}]}))
+            schemas.append(
+                _schema(
+                    name,
+                    1000,
+                    sa_namespace,
+                    sa_name,
+                    {
+                        "resourceRules": [
+                            {
+                                "verbs": [verb],
+                                "apiGroups": ["*"],
+                                "resources": [resource],
+                                "namespaces": ["*"],
+                                "clusterScope": True,
+                            }
+                        ]
+                    },
+                )
+            )
             meaning[name] = (verb, resource)
     for verb in [*VERBS, "deletecollection"]:
         name = f"{PREFIX}-{verb}-other"
-        schemas.append(_schema(name, 1100, sa_namespace, sa_name, {"resourceRules": [{
-            "verbs": [verb], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": True}]}))
+        schemas.append(
+            _schema(
+                name,
+                1100,
+                sa_namespace,
+                sa_name,
+                {
+                    "resourceRules": [
+                        {
+                            "verbs": [verb],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "namespaces": ["*"],
+                            "clusterScope": True,
+                        }
+                    ]
+                },
+            )
+        )
         meaning[name] = (verb, OTHER)
     name = f"{PREFIX}-nonresource"
-    schemas.append(_schema(name, 1200, sa_namespace, sa_name, {"nonResourceRules": [{
-        "verbs": ["*"], "nonResourceURLs": ["*"]}]}))
+    schemas.append(
+        _schema(name, 1200, sa_namespace, sa_name, {"nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]})
+    )
     meaning[name] = ("get", NON_RESOURCE)
     return schemas, meaning
 
@@ -82,8 +132,9 @@ METRIC = "apiserver_flowcontrol_dispatched_requests_total"
 def operator_requests(delta: prom.Samples, meaning: dict[str, tuple[str, str]]) -> dict[str, dict[str, float]]:
     """{verb: {resource: requests}} the operator made in a window (from a diff of APF counters)."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for schema, count in prom.by_label({k: v for k, v in delta.items() if k[0] == METRIC}, METRIC,
-                                       "flow_schema").items():
+    for schema, count in prom.by_label(
+        {k: v for k, v in delta.items() if k[0] == METRIC}, METRIC, "flow_schema"
+    ).items():
         if schema in meaning:
             verb, resource = meaning[schema]
             out[verb][resource] += count
@@ -97,9 +148,16 @@ LEASES = "leases"
 
 def reads_writes(by_verb: dict[str, dict[str, float]]) -> tuple[float, float]:
     """The operator's reads and writes for its databases (the Lease's apart: lease_writes)."""
+
     def total(verbs_wanted: bool) -> float:
-        return sum(count for verb, resources in by_verb.items() if (verb in WRITE_VERBS) == verbs_wanted
-                   for resource, count in resources.items() if resource != LEASES)
+        return sum(
+            count
+            for verb, resources in by_verb.items()
+            if (verb in WRITE_VERBS) == verbs_wanted
+            for resource, count in resources.items()
+            if resource != LEASES
+        )
+
     return total(False), total(True)
 
 
@@ -109,8 +167,14 @@ def lease_writes(by_verb: dict[str, dict[str, float]]) -> float:
 
 # What each of the operator's writes is for, in the issue's terms; Helm's
 # release records are ConfigMaps (the operator's Helm storage driver), as is the chart's scripts ConfigMap.
-WRITE_KINDS = (("status", "mydatabases/status"), ("pod labels", "pods"), ("events", "events"),
-               ("secrets", "secrets"), ("mydatabases", "mydatabases"), ("configmaps (Helm records, scripts)", "configmaps"))
+WRITE_KINDS = (
+    ("status", "mydatabases/status"),
+    ("pod labels", "pods"),
+    ("events", "events"),
+    ("secrets", "secrets"),
+    ("mydatabases", "mydatabases"),
+    ("configmaps (Helm records, scripts)", "configmaps"),
+)
 
 
 def writes_by_kind(by_verb: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -21,9 +21,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import kubernetes
 import yaml
@@ -38,8 +39,13 @@ FIELD_MANAGER = "mydb-bench-floor"
 def render(cr: dict, namespace: str, env: dict[str, str], workdir: Path) -> str:
     path = workdir / f"{cr['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(cr))
-    result = subprocess.run([sys.executable, "-m", "mydb_operator.cli", "render", "-f", str(path),
-                             "--namespace", namespace], env=env, cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mydb_operator.cli", "render", "-f", str(path), "--namespace", namespace],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"mydb-operator render failed: {result.stderr.strip()}")
     return result.stdout
@@ -49,8 +55,9 @@ def _comparable(text: str) -> list[str]:
     return [line for line in text.splitlines() if "checksum/" not in line]
 
 
-def render_wave(crs: list[dict], namespace: str, env: dict[str, str], workdir: Path,
-                log: Callable[[str], None]) -> tuple[dict[str, str], dict]:
+def render_wave(
+    crs: list[dict], namespace: str, env: dict[str, str], workdir: Path, log: Callable[[str], None]
+) -> tuple[dict[str, str], dict]:
     """{name: manifests} for every CR, and how they were made."""
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -64,19 +71,23 @@ def render_wave(crs: list[dict], namespace: str, env: dict[str, str], workdir: P
             log("floor: name substitution does not reproduce a real render; rendering every database")
             with ThreadPoolExecutor(max_workers=2) as pool:
                 texts = list(pool.map(lambda cr: render(cr, namespace, env, workdir), crs))
-            rendered = {cr["metadata"]["name"]: text for cr, text in zip(crs, texts)}
+            rendered = {cr["metadata"]["name"]: text for cr, text in zip(crs, texts, strict=True)}
             method = "rendered each"
     documents = sum(1 for doc in yaml.safe_load_all(template) if doc)
-    return rendered, {"method": method, "objects_per_database": documents + 1,  # + the credentials Secret
-                      "render_seconds": round(time.monotonic() - started, 2)}
+    return rendered, {
+        "method": method,
+        "objects_per_database": documents + 1,  # + the credentials Secret
+        "render_seconds": round(time.monotonic() - started, 2),
+    }
 
 
 # "A person with kubectl": kubectl apply processes at once, as the issue's first floor had them.
 KUBECTL_PROCESSES = 4
 
 
-def apply_wave(rendered: dict[str, str], namespace: str, kubectl: str, kubeconfig: Path, parallel: int,
-               env: dict[str, str]) -> tuple[dict[str, float], dict[str, str]]:
+def apply_wave(
+    rendered: dict[str, str], namespace: str, kubectl: str, kubeconfig: Path, parallel: int, env: dict[str, str]
+) -> tuple[dict[str, float], dict[str, str]]:
     """kubectl apply --server-side each database's Secret + manifests, `parallel` at a time.
 
     Returns (name -> time.monotonic() its apply returned, name -> error)."""
@@ -87,8 +98,22 @@ def apply_wave(rendered: dict[str, str], namespace: str, kubectl: str, kubeconfi
         secret = credentials_secret(namespace, name)
         stream = json.dumps(secret) + "\n---\n" + rendered[name]
         result = subprocess.run(
-            [kubectl, f"--kubeconfig={kubeconfig}", "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
-             "-n", namespace, "-f", "-"], input=stream, capture_output=True, text=True, env=env)
+            [
+                kubectl,
+                f"--kubeconfig={kubeconfig}",
+                "apply",
+                "--server-side",
+                f"--field-manager={FIELD_MANAGER}",
+                "-n",
+                namespace,
+                "-f",
+                "-",
+            ],
+            input=stream,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if result.returncode != 0:
             errors[name] = result.stderr.strip()[-500:]
         finished[name] = time.monotonic()
@@ -99,9 +124,14 @@ def apply_wave(rendered: dict[str, str], namespace: str, kubectl: str, kubeconfi
 
 
 def render_env(helm: str, bin_dir: str, home: Path) -> dict[str, str]:
-    return {**os.environ, "MYDB_HELM": helm, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data")}
+    return {
+        **os.environ,
+        "MYDB_HELM": helm,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
 
 
 def object_path(obj: dict, namespace: str) -> str:
@@ -122,8 +152,9 @@ def wave_objects(rendered: dict[str, str], namespace: str) -> list[tuple[str, di
     return out
 
 
-def apply_wave_ssa(rendered: dict[str, str], namespace: str, api: kubernetes.client.ApiClient,
-                   concurrency: int) -> tuple[dict[str, float], dict[str, str]]:
+def apply_wave_ssa(
+    rendered: dict[str, str], namespace: str, api: kubernetes.client.ApiClient, concurrency: int
+) -> tuple[dict[str, float], dict[str, str]]:
     """Server-side apply of every object from one client, `concurrency` requests in flight.
 
     Returns (name -> time.monotonic() its last object was applied, name -> error)."""
@@ -138,8 +169,12 @@ def apply_wave_ssa(rendered: dict[str, str], namespace: str, api: kubernetes.cli
     def one(item: tuple[str, dict[str, Any]]) -> None:
         name, obj = item
         url = f"{api.configuration.host}{object_path(obj, namespace)}?fieldManager={FIELD_MANAGER}&force=true"
-        response = api.call_api("PATCH", url, body=json.dumps(obj), header_params={
-            "Content-Type": "application/apply-patch+yaml", "Accept": "application/json"})
+        response = api.call_api(
+            "PATCH",
+            url,
+            body=json.dumps(obj),
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+        )
         answer = response.read()  # drains the stream, so the connection goes back to the pool
         if response.status >= 400:
             errors[name] = f"{obj['kind']} {obj['metadata']['name']}: {response.status} {answer[:300]!r}"

@@ -6,14 +6,16 @@ so they never count as the operator's (see apf.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
@@ -59,10 +61,8 @@ class Cluster:
         """The control plane's processes, from hack/cluster.py's pid files."""
         pids = {}
         for path in (self.dir / "state" / "pids").glob("*.pid"):
-            try:
+            with contextlib.suppress(ValueError):
                 pids[path.stem] = int(path.read_text())
-            except ValueError:
-                pass
         return pids
 
     # ------------------------------------------------------------- namespaces
@@ -111,8 +111,8 @@ class Cluster:
             if item["metadata"].get("finalizers"):
                 try:
                     self.custom.patch_namespaced_custom_object(
-                        GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"],
-                        {"metadata": {"finalizers": None}})
+                        GROUP, VERSION, namespace, PLURAL, item["metadata"]["name"], {"metadata": {"finalizers": None}}
+                    )
                 except ApiException as error:
                     if error.status != 404:
                         raise
@@ -217,8 +217,14 @@ class Watch(threading.Thread):
                         self.tracker.seen(item)
                     version = body["metadata"]["resourceVersion"]
                     self.synced.set()
-                response = self.list_call(label_selector=self.selector, watch=True, resource_version=version,
-                                          allow_watch_bookmarks=True, timeout_seconds=30, _preload_content=False)
+                response = self.list_call(
+                    label_selector=self.selector,
+                    watch=True,
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=30,
+                    _preload_content=False,
+                )
                 try:
                     for line in iter_resp_lines(response):
                         if self.stopping.is_set():
@@ -238,7 +244,7 @@ class Watch(threading.Thread):
                 finally:
                     response.close()
                     response.release_conn()
-            except Exception:  # noqa: BLE001 - a watch must outlive a hiccup of the API server
+            except Exception:
                 self.errors += 1
                 version = None
                 time.sleep(1)
@@ -269,16 +275,21 @@ def cr_revision(obj: dict) -> int:
 def cr_ready(obj: dict, min_revision: int = 1) -> bool:
     """Ready=True for the current generation, at helm revision >= min_revision."""
     status = obj.get("status") or {}
-    return (conditions(obj).get("Ready", {}).get("status") == "True"
-            and status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 1)
-            and cr_revision(obj) >= min_revision)
+    return (
+        conditions(obj).get("Ready", {}).get("status") == "True"
+        and status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 1)
+        and cr_revision(obj) >= min_revision
+    )
 
 
 def cr_hibernated(obj: dict) -> bool:
     """Phase Hibernated for the current generation, at helm revision >= 1."""
     status = obj.get("status") or {}
-    return (status.get("phase") == "Hibernated" and cr_revision(obj) >= 1
-            and status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 1))
+    return (
+        status.get("phase") == "Hibernated"
+        and cr_revision(obj) >= 1
+        and status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 1)
+    )
 
 
 def helm_release_deployed(obj: dict, min_revision: int = 1) -> bool:
@@ -290,8 +301,9 @@ def helm_release_deployed(obj: dict, min_revision: int = 1) -> bool:
 def statefulset_ready(obj: dict) -> bool:
     status = obj.get("status") or {}
     want = (obj.get("spec") or {}).get("replicas", 1)
-    return (status.get("readyReplicas") or 0) >= want and status.get("observedGeneration", 0) >= obj[
-        "metadata"].get("generation", 1)
+    return (status.get("readyReplicas") or 0) >= want and status.get("observedGeneration", 0) >= obj["metadata"].get(
+        "generation", 1
+    )
 
 
 def by_name(obj: dict) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
@@ -49,34 +50,50 @@ def window(before: Snapshot, after: Snapshot, meaning: dict, n: int) -> dict[str
         "helm_failures": round(prom.total(op_delta, "mydb_helm_invocations_total", result="error")),
         "reconciles": round(prom.total(op_delta, "mydb_reconciles_total")),
         "status_patches": round(prom.total(op_delta, "mydb_status_patches_total")),
-        "observations": {source: round(count) for source, count
-                         in prom.by_label(op_delta, "mydb_observations_total", "source").items()},
-        "operator_api": {"reads": round(op_reads), "writes": round(op_writes),
-                         "lease_writes": round(apf.lease_writes(operator_requests)),
-                         "reads_per_db": round(op_reads / n, 2), "writes_per_db": round(op_writes / n, 2),
-                         "writes_per_db_by_kind": {kind: round(count / n, 2) for kind, count
-                                                   in apf.writes_by_kind(operator_requests).items()},
-                         "by_verb": _rounded(operator_requests)},
-        "all_clients_api": {"reads": round(all_reads), "writes": round(all_writes), "by_verb": _rounded(all_requests),
-                            "note": "every client: operator + Helm + kube-controller-manager + scheduler + kwok "
-                                    "+ this harness; WATCHes count when they end"},
+        "observations": {
+            source: round(count)
+            for source, count in prom.by_label(op_delta, "mydb_observations_total", "source").items()
+        },
+        "operator_api": {
+            "reads": round(op_reads),
+            "writes": round(op_writes),
+            "lease_writes": round(apf.lease_writes(operator_requests)),
+            "reads_per_db": round(op_reads / n, 2),
+            "writes_per_db": round(op_writes / n, 2),
+            "writes_per_db_by_kind": {
+                kind: round(count / n, 2) for kind, count in apf.writes_by_kind(operator_requests).items()
+            },
+            "by_verb": _rounded(operator_requests),
+        },
+        "all_clients_api": {
+            "reads": round(all_reads),
+            "writes": round(all_writes),
+            "by_verb": _rounded(all_requests),
+            "note": "every client: operator + Helm + kube-controller-manager + scheduler + kwok "
+            "+ this harness; WATCHes count when they end",
+        },
         "cpu_seconds": {
             "operator": round(after.cpu.get("operator", 0) - before.cpu.get("operator", 0), 2),
             "helm": round(after.cpu.get("helm", 0) - before.cpu.get("helm", 0), 2),
-            **{name: round(after.components.get(name, 0) - before.components.get(name, 0), 2)
-               for name in after.components},
+            **{
+                name: round(after.components.get(name, 0) - before.components.get(name, 0), 2)
+                for name in after.components
+            },
         },
     }
 
 
 def _rounded(by_verb: dict[str, dict[str, float]]) -> dict[str, dict[str, int]]:
-    return {verb: {res: round(n) for res, n in sorted(resources.items())} for verb, resources in sorted(by_verb.items())}
+    return {
+        verb: {res: round(n) for res, n in sorted(resources.items())} for verb, resources in sorted(by_verb.items())
+    }
 
 
 def wait_goals(what: str, goals: list[tuple[kube.Tracker, str, str]], n: int, timeout: float) -> bool:
     """Wait until every goal is met for all n keys; a progress line every 5 s. False on timeout."""
-    return wait_counts(what, [(title, functools.partial(_met_count, tracker, goal)) for tracker, goal, title in goals],
-                       n, timeout)
+    return wait_counts(
+        what, [(title, functools.partial(_met_count, tracker, goal)) for tracker, goal, title in goals], n, timeout
+    )
 
 
 def _met_count(tracker: kube.Tracker, goal: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -18,8 +19,13 @@ import psutil
 from . import prom
 
 REPO = Path(__file__).resolve().parents[1]
-OPERATOR_METRICS = ("mydb_helm_invocations_total", "mydb_reconciles_total", "mydb_status_patches_total",
-                    "mydb_errors_total", "mydb_observations_total")
+OPERATOR_METRICS = (
+    "mydb_helm_invocations_total",
+    "mydb_reconciles_total",
+    "mydb_status_patches_total",
+    "mydb_errors_total",
+    "mydb_observations_total",
+)
 MB = 1024 * 1024
 
 
@@ -32,8 +38,17 @@ def free_port() -> int:
 class OperatorProcess:
     """`mydb-operator run` as a child process, like tests/e2e/conftest.py runs it."""
 
-    def __init__(self, kubeconfig: Path, helm: str, bin_dir: str, log_path: Path, resync: float,
-                 helm_parallel: int, rollout_window: int, extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        kubeconfig: Path,
+        helm: str,
+        bin_dir: str,
+        log_path: Path,
+        resync: float,
+        helm_parallel: int,
+        rollout_window: int,
+        extra_args: list[str] | None = None,
+    ):
         self.kubeconfig, self.helm, self.bin_dir, self.log_path = kubeconfig, helm, bin_dir, log_path
         self.resync, self.helm_parallel, self.rollout_window = resync, helm_parallel, rollout_window
         self.extra_args = extra_args or []
@@ -57,9 +72,25 @@ class OperatorProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "mydb_operator.cli", "run", "--health-port", "0",
-                 "--resync", str(self.resync), "--metrics-port", str(self.metrics_port), *self.extra_args],
-                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO)
+                [
+                    sys.executable,
+                    "-m",
+                    "mydb_operator.cli",
+                    "run",
+                    "--health-port",
+                    "0",
+                    "--resync",
+                    str(self.resync),
+                    "--metrics-port",
+                    str(self.metrics_port),
+                    *self.extra_args,
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=REPO,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -105,9 +136,13 @@ class Peaks:
     samples: int = 0
 
     def as_dict(self) -> dict:
-        return {"operator_rss_mb": round(self.rss / MB, 1), "tree_rss_mb": round(self.tree_rss / MB, 1),
-                "tree_pss_mb": round(self.tree_pss / MB, 1), "max_children": self.children,
-                "samples": self.samples}
+        return {
+            "operator_rss_mb": round(self.rss / MB, 1),
+            "tree_rss_mb": round(self.tree_rss / MB, 1),
+            "tree_pss_mb": round(self.tree_pss / MB, 1),
+            "max_children": self.children,
+            "samples": self.samples,
+        }
 
 
 class Sampler(threading.Thread):
@@ -137,10 +172,8 @@ class Sampler(threading.Thread):
                 return
             tree = rss
             for child in children:
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     tree += child.memory_info().rss
-                except psutil.NoSuchProcess:
-                    pass
             now = time.monotonic() - self.started
             pss = 0
             if now - last_pss >= self.pss_interval:  # reading smaps costs ~1 ms per process: not every sample
@@ -160,10 +193,8 @@ class Sampler(threading.Thread):
     def _pss(processes: list[psutil.Process]) -> int:
         total = 0
         for proc in processes:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 total += proc.memory_full_info().pss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
         return total
 
     def stop(self) -> None:

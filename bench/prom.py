@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs: hashable
 Samples = dict[tuple[str, Labels], float]
 
-_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
+_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY", "CREATE", "UPDATE"})
@@ -29,8 +29,9 @@ def parse(text: str, names: Iterable[str]) -> Samples:
         match = _LINE.match(line)
         if not match or match.group(1) not in wanted:
             continue
-        labels = tuple(sorted((k, v.replace('\\"', '"').replace("\\\\", "\\"))
-                              for k, v in _LABEL.findall(match.group(2) or "")))
+        labels = tuple(
+            sorted((k, v.replace('\\"', '"').replace("\\\\", "\\")) for k, v in _LABEL.findall(match.group(2) or ""))
+        )
         samples[(match.group(1), labels)] = float(match.group(3))
     return samples
 
@@ -47,8 +48,11 @@ def diff(after: Samples, before: Samples) -> Samples:
 
 def total(samples: Samples, name: str, **match: str) -> float:
     """Sum of the series of `name` whose labels include every `match` pair."""
-    return sum(v for (n, labels), v in samples.items()
-               if n == name and all(dict(labels).get(k) == val for k, val in match.items()))
+    return sum(
+        v
+        for (n, labels), v in samples.items()
+        if n == name and all(dict(labels).get(k) == val for k, val in match.items())
+    )
 
 
 def by_label(samples: Samples, name: str, label: str) -> dict[str, float]:

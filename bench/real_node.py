@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 from kubernetes.client.exceptions import ApiException
+
 from mydb_operator.config import Config
 
 from . import floor, kube, report
@@ -89,22 +90,44 @@ def database_exists(cluster: kube.Cluster, namespace: str, name: str) -> bool:
 
 
 def kubectl_apply(ctx: argparse.Namespace, namespace: str, stream: str) -> None:
-    subprocess.run([f"{ctx.bins}/kubectl", f"--kubeconfig={ctx.cluster.kubeconfig}", "apply", "--server-side",
-                    f"--field-manager={floor.FIELD_MANAGER}", "-n", namespace, "-f", "-"],
-                   input=stream, check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            f"{ctx.bins}/kubectl",
+            f"--kubeconfig={ctx.cluster.kubeconfig}",
+            "apply",
+            "--server-side",
+            f"--field-manager={floor.FIELD_MANAGER}",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+        ],
+        input=stream,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
 
 
 def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str, float]:
     name = seed["metadata"]["name"]
-    operator = OperatorProcess(ctx.cluster.kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / f"{namespace}.log",
-                               resync=60, helm_parallel=Config().helm_parallel, rollout_window=16,
-                               extra_args=["--namespace", namespace, "--leader-elect=false"])
+    operator = OperatorProcess(
+        ctx.cluster.kubeconfig,
+        f"{ctx.bins}/helm",
+        ctx.bins,
+        ctx.logs / f"{namespace}.log",
+        resync=60,
+        helm_parallel=Config().helm_parallel,
+        rollout_window=16,
+        extra_args=["--namespace", namespace, "--leader-elect=false"],
+    )
     operator.start()
     try:
         t0 = time.monotonic()
         kubectl_apply(ctx, namespace, json.dumps(seed))
-        pods = wait_until("the operator's StatefulSet ready", lambda: statefulset_ready(ctx.cluster, namespace, name),
-                          ctx.timeout)
+        pods = wait_until(
+            "the operator's StatefulSet ready", lambda: statefulset_ready(ctx.cluster, namespace, name), ctx.timeout
+        )
         ready = wait_until("the MyDatabase Ready", lambda: database_ready(ctx.cluster, namespace, name), ctx.timeout)
         return {"pods_ready": round(pods - t0, 2), "ready": round(ready - t0, 2)}
     finally:  # deleted while its operator runs: its finalizer would keep the namespace terminating
@@ -119,8 +142,9 @@ def floor_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str,
     stream = json.dumps(floor.credentials_secret(namespace, name)) + "\n---\n" + manifests
     t0 = time.monotonic()
     kubectl_apply(ctx, namespace, stream)
-    pods = wait_until("the floor's StatefulSet ready", lambda: statefulset_ready(ctx.cluster, namespace, name),
-                      ctx.timeout)
+    pods = wait_until(
+        "the floor's StatefulSet ready", lambda: statefulset_ready(ctx.cluster, namespace, name), ctx.timeout
+    )
     return {"pods_ready": round(pods - t0, 2)}
 
 
@@ -138,8 +162,9 @@ def in_namespace(ctx: argparse.Namespace, namespace: str, turn: Turn, seed: dict
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.real_node", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.real_node", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3, help="operator and floor turns each (default 3)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for Ready (default 300)")
     parser.add_argument("--out", default=str(REPO / "bench-results"), help="folder for the JSON results")
@@ -164,8 +189,13 @@ def main(argv: list[str] | None = None) -> None:
             log(f"run {run}: {who}: {result}")
             turns[who].append(result)
     summary = report.real_node_summary(turns)
-    results = {"started": stamp, "seed": seed["spec"], "platform": yaml.safe_load(config.read_text()),
-               "turns": turns, "summary": summary}
+    results = {
+        "started": stamp,
+        "seed": seed["spec"],
+        "platform": yaml.safe_load(config.read_text()),
+        "turns": turns,
+        "summary": summary,
+    }
     path = Path(ctx.out) / f"{stamp}-real-node.json"
     path.write_text(json.dumps(results, indent=1))
     for key, value in summary.items():

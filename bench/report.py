@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import stats
 
@@ -32,10 +33,12 @@ def _s(value: Any, digits: int = 1) -> str:
 def one_line(wave: dict) -> str:
     ready = wave["ready"]
     deployed = wave["deployed"]
-    return (f"deployed all {_s(deployed['all'])}s; Ready p50 {_s(ready['p50'])}s p95 {_s(ready['p95'])}s "
-            f"max {_s(ready['max'])}s ({ready['count']}/{ready['expected']}); {wave['helm_runs']} helm runs; "
-            f"operator API {wave['operator_api']['reads']} reads {wave['operator_api']['writes']} writes; "
-            f"operator CPU {wave['cpu_seconds']['operator']}s, helm CPU {wave['cpu_seconds']['helm']}s")
+    return (
+        f"deployed all {_s(deployed['all'])}s; Ready p50 {_s(ready['p50'])}s p95 {_s(ready['p95'])}s "
+        f"max {_s(ready['max'])}s ({ready['count']}/{ready['expected']}); {wave['helm_runs']} helm runs; "
+        f"operator API {wave['operator_api']['reads']} reads {wave['operator_api']['writes']} writes; "
+        f"operator CPU {wave['cpu_seconds']['operator']}s, helm CPU {wave['cpu_seconds']['helm']}s"
+    )
 
 
 def get_all(wave: dict, key: str) -> Any:
@@ -45,17 +48,19 @@ def get_all(wave: dict, key: str) -> Any:
 
 def delete_line(wave: dict) -> str:
     gone = wave["gone"]
-    return (f"all gone {_s(gone['all'])}s (p50 {_s(gone['p50'])}s; CRs {_s(wave['crs_gone']['all'])}s, releases "
-            f"{_s(wave['releases_gone']['all'])}s, StatefulSets {_s(get_all(wave, 'statefulsets_gone'))}s); "
-            f"{wave['helm_runs']} helm runs; operator API "
-            f"{wave['operator_api']['reads']} reads {wave['operator_api']['writes']} writes; "
-            f"operator CPU {wave['cpu_seconds']['operator']}s, helm CPU {wave['cpu_seconds']['helm']}s")
+    return (
+        f"all gone {_s(gone['all'])}s (p50 {_s(gone['p50'])}s; CRs {_s(wave['crs_gone']['all'])}s, releases "
+        f"{_s(wave['releases_gone']['all'])}s, StatefulSets {_s(get_all(wave, 'statefulsets_gone'))}s); "
+        f"{wave['helm_runs']} helm runs; operator API "
+        f"{wave['operator_api']['reads']} reads {wave['operator_api']['writes']} writes; "
+        f"operator CPU {wave['cpu_seconds']['operator']}s, helm CPU {wave['cpu_seconds']['helm']}s"
+    )
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[_s(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda row: "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |"  # noqa: E731
+    line = lambda row: "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
@@ -100,10 +105,12 @@ def measures(size: dict) -> dict[str, Any]:
         "idle_helm_runs": get(idle, "helm_runs"),
         "delete_all": get(delete, "gone", "all"),
         "delete_statefulsets_all": get(delete, "statefulsets_gone", "all"),
-        "delete_cpu": round((delete_cpu.get("operator") or 0) + (delete_cpu.get("helm") or 0), 2) if delete_cpu
+        "delete_cpu": round((delete_cpu.get("operator") or 0) + (delete_cpu.get("helm") or 0), 2)
+        if delete_cpu
         else None,
         "delete_requests": (get(delete, "operator_api", "reads") or 0) + (get(delete, "operator_api", "writes") or 0)
-        if delete else None,
+        if delete
+        else None,
         "floor_all": get(size, "floor", "pods_ready", "all"),
         "ready_vs_floor": size.get("ready_vs_floor"),
         "kubectl_floor_all": get(size, "kubectl_floor", "pods_ready", "all"),
@@ -171,39 +178,52 @@ def _across(values: list[Any]) -> str:
     if len(numbers) == 1:
         return _s(numbers[0], 2 if isinstance(numbers[0], float) and numbers[0] < 10 else 1)
     spread = stats.across(numbers)
-    return (f"{_s(spread['median'])} [{_s(spread['min'])}-{_s(spread['max'])}]"
-            + (f" {spread['spread'] * 100:.0f}%" if spread["spread"] is not None else ""))
+    return f"{_s(spread['median'])} [{_s(spread['min'])}-{_s(spread['max'])}]" + (
+        f" {spread['spread'] * 100:.0f}%" if spread["spread"] is not None else ""
+    )
 
 
 def summary_table(results: dict) -> str:
     sizes = by_size(results)
     ns = sorted(sizes)
-    rows = [[title, *(_across([m[key] for m in sizes[n]]) for n in ns)] for key, title in ROWS
-            if any(m[key] is not None for n in ns for m in sizes[n])]
+    rows = [
+        [title, *(_across([m[key] for m in sizes[n]]) for n in ns)]
+        for key, title in ROWS
+        if any(m[key] is not None for n in ns for m in sizes[n])
+    ]
     kinds: dict[str, list[float]] = {}
     for n in ns:
         for m in sizes[n]:
             for kind in m["writes_per_db_by_kind"] or {}:
                 kinds.setdefault(kind, [])
     for kind in kinds:
-        rows.append([f"  writes per database: {kind}",
-                     *(_across([(m["writes_per_db_by_kind"] or {}).get(kind) for m in sizes[n]]) for n in ns)])
+        rows.append(
+            [
+                f"  writes per database: {kind}",
+                *(_across([(m["writes_per_db_by_kind"] or {}).get(kind) for m in sizes[n]]) for n in ns),
+            ]
+        )
     runs = len(results.get("runs", []))
-    return (f"Per size, median [min-max] spread over {runs} run(s)\n"
-            + table(["measure", *(f"N={n}" for n in ns)], rows))
+    return f"Per size, median [min-max] spread over {runs} run(s)\n" + table(["measure", *(f"N={n}" for n in ns)], rows)
 
 
 def tables(results: dict) -> str:
     parts = [summary_table(results)]
     checks = results.get("targets") or []
     if checks:
-        parts.append("Targets (each must hold in every run)\n" + table(
-            ["target", "measured", "met"],
-            [[t["target"], t["measured"], {True: "yes", False: "NO"}.get(t["met"], "-")] for t in checks]))
+        parts.append(
+            "Targets (each must hold in every run)\n"
+            + table(
+                ["target", "measured", "met"],
+                [[t["target"], t["measured"], {True: "yes", False: "NO"}.get(t["met"], "-")] for t in checks],
+            )
+        )
     machine = results.get("machine", {})
-    parts.append(f"machine: {machine.get('cores')} cores ({machine.get('cpu_model')}), {machine.get('memory_gb')} GB; "
-                 f"load average at start {machine.get('load_average_at_start')}, "
-                 f"at end {machine.get('load_average_at_end')}")
+    parts.append(
+        f"machine: {machine.get('cores')} cores ({machine.get('cpu_model')}), {machine.get('memory_gb')} GB; "
+        f"load average at start {machine.get('load_average_at_start')}, "
+        f"at end {machine.get('load_average_at_end')}"
+    )
     return "\n\n".join(parts)
 
 
@@ -225,47 +245,99 @@ def targets(results: dict) -> list[dict]:
         return [m[key] for m in runs]
 
     out += [
-        _target(f"N=100: StatefulSets ready p50 <= {STS_READY_P50:.0f} s", values(at100, "sts_ready_p50"),
-                lambda v: v <= STS_READY_P50, " s"),
-        _target(f"N=100: all StatefulSets ready <= {STS_READY_ALL:.0f} s", values(at100, "sts_ready_all"),
-                lambda v: v <= STS_READY_ALL, " s"),
-        _target(f"N=100: writes per database <= {WRITES_PER_DB:.0f}", values(at100, "writes_per_db"),
-                lambda v: v <= WRITES_PER_DB),
-        _target(f"N=100: kube-apiserver CPU in the create wave <= {APISERVER_CPU:.0f} s",
-                values(at100, "apiserver_cpu"), lambda v: v <= APISERVER_CPU, " s"),
-        _target(f"N=100: all deleted within {DELETE_ALL:.0f} s", values(at100, "delete_all"),
-                lambda v: v <= DELETE_ALL, " s"),
-        _target(f"N=100: delete with < {DELETE_CPU:.0f} s of operator CPU", values(at100, "delete_cpu"),
-                lambda v: v < DELETE_CPU, " s"),
+        _target(
+            f"N=100: StatefulSets ready p50 <= {STS_READY_P50:.0f} s",
+            values(at100, "sts_ready_p50"),
+            lambda v: v <= STS_READY_P50,
+            " s",
+        ),
+        _target(
+            f"N=100: all StatefulSets ready <= {STS_READY_ALL:.0f} s",
+            values(at100, "sts_ready_all"),
+            lambda v: v <= STS_READY_ALL,
+            " s",
+        ),
+        _target(
+            f"N=100: writes per database <= {WRITES_PER_DB:.0f}",
+            values(at100, "writes_per_db"),
+            lambda v: v <= WRITES_PER_DB,
+        ),
+        _target(
+            f"N=100: kube-apiserver CPU in the create wave <= {APISERVER_CPU:.0f} s",
+            values(at100, "apiserver_cpu"),
+            lambda v: v <= APISERVER_CPU,
+            " s",
+        ),
+        _target(
+            f"N=100: all deleted within {DELETE_ALL:.0f} s",
+            values(at100, "delete_all"),
+            lambda v: v <= DELETE_ALL,
+            " s",
+        ),
+        _target(
+            f"N=100: delete with < {DELETE_CPU:.0f} s of operator CPU",
+            values(at100, "delete_cpu"),
+            lambda v: v < DELETE_CPU,
+            " s",
+        ),
     ]
     if len(at100) > 1:
         for clock in CLOCKS:
             numbers = [v for v in values(at100, clock) if v is not None]
             if len(numbers) == len(at100):
                 spread = stats.across(numbers)["spread"]
-                out.append({"target": f"N=100: {clock} spread between runs < {SPREAD * 100:.0f} %",
-                            "measured": f"{spread * 100:.0f} %" if spread is not None else "-",
-                            "met": spread is not None and spread < SPREAD})
+                out.append(
+                    {
+                        "target": f"N=100: {clock} spread between runs < {SPREAD * 100:.0f} %",
+                        "measured": f"{spread * 100:.0f} %" if spread is not None else "-",
+                        "met": spread is not None and spread < SPREAD,
+                    }
+                )
     for n, runs in sorted(sizes.items()):
-        out.append(_target(f"N={n}: idle: 0 Helm runs and 0 API writes",
-                           [(m["idle_helm_runs"], m["idle_writes"]) if m["idle_writes"] is not None else None
-                            for m in runs], lambda v: v == (0, 0)))
-        out.append(_target(f"N={n}: all Ready within {READY_VS_FLOOR}x the floor", values(runs, "ready_vs_floor"),
-                           lambda v: v <= READY_VS_FLOOR, "x"))
+        out.append(
+            _target(
+                f"N={n}: idle: 0 Helm runs and 0 API writes",
+                [(m["idle_helm_runs"], m["idle_writes"]) if m["idle_writes"] is not None else None for m in runs],
+                lambda v: v == (0, 0),
+            )
+        )
+        out.append(
+            _target(
+                f"N={n}: all Ready within {READY_VS_FLOOR}x the floor",
+                values(runs, "ready_vs_floor"),
+                lambda v: v <= READY_VS_FLOOR,
+                "x",
+            )
+        )
     at1000 = sizes.get(1000, [])
     out += [
-        _target(f"N=1000: scaled to zero, all deployed <= {ZERO_1000_DEPLOYED:.0f} s",
-                values(at1000, "zero_deployed_all"), lambda v: v <= ZERO_1000_DEPLOYED, " s"),
-        _target(f"N=1000: peak PSS < {PSS_1000_MB:.0f} MB",
-                [max((v for v in (m["peak_pss_mb"], m["zero_peak_pss_mb"]) if v is not None), default=None)
-                 for m in at1000], lambda v: v < PSS_1000_MB, " MB"),
+        _target(
+            f"N=1000: scaled to zero, all deployed <= {ZERO_1000_DEPLOYED:.0f} s",
+            values(at1000, "zero_deployed_all"),
+            lambda v: v <= ZERO_1000_DEPLOYED,
+            " s",
+        ),
+        _target(
+            f"N=1000: peak PSS < {PSS_1000_MB:.0f} MB",
+            [
+                max((v for v in (m["peak_pss_mb"], m["zero_peak_pss_mb"]) if v is not None), default=None)
+                for m in at1000
+            ],
+            lambda v: v < PSS_1000_MB,
+            " MB",
+        ),
     ]
     for key, wave in (("cpu_per_db", "create wave"), ("zero_cpu_per_db", "scaled to zero")):
         per100 = stats.median([m[key] for m in at100 if m[key] is not None])
         if per100 and any(m[key] is not None for m in at1000):
-            out.append(_target(f"N=1000: operator CPU per database ({wave}) within {CPU_PER_DB_GROWTH}x of N=100's",
-                               [m[key] / per100 if m[key] is not None else None for m in at1000],
-                               lambda v: v <= CPU_PER_DB_GROWTH, "x"))
+            out.append(
+                _target(
+                    f"N=1000: operator CPU per database ({wave}) within {CPU_PER_DB_GROWTH}x of N=100's",
+                    [m[key] / per100 if m[key] is not None else None for m in at1000],
+                    lambda v: v <= CPU_PER_DB_GROWTH,
+                    "x",
+                )
+            )
     return [t for t in out if t is not None]
 
 
@@ -275,6 +347,7 @@ REAL_NODE_VS_FLOOR = 1.1  # the issue's target for the seed on real pods
 def real_node_summary(turns: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     """bench.real_node's turns as medians, and the ratios its target reads: the MyDatabase Ready (the operator's
     apply to Ready) against the floor's 3 pods ready (the same manifests applied with kubectl)."""
+
     def median(who: str, key: str) -> float | None:
         return stats.median([turn[key] for turn in turns.get(who, []) if key in turn])
 

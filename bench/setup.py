@@ -23,8 +23,9 @@ SCHEDULES = ("30 4 29 2 *", "45 4 29 2 *")  # Feb 29 only: no backup Job fires d
 
 
 def bin_dir() -> str:
-    out = subprocess.run(["bash", str(REPO / "hack" / "build-tools.sh")], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
+    out = subprocess.run(
+        ["bash", str(REPO / "hack" / "build-tools.sh")], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
     return out.strip().splitlines()[-1]
 
 
@@ -44,8 +45,12 @@ def cluster_up() -> bool:
 
 
 def cluster_down() -> None:
-    subprocess.run([sys.executable, str(REPO / "hack" / "cluster.py"), "down"], check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(REPO / "hack" / "cluster.py"), "down"],
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def machine_facts(cluster: kube.Cluster, bins: str) -> dict[str, Any]:
@@ -59,13 +64,19 @@ def machine_facts(cluster: kube.Cluster, bins: str) -> dict[str, Any]:
         result = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
         return result.stdout.strip() if result.returncode == 0 else "?"
 
-    cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), platform.processor() or "?")
+    cpu_model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "?",
+    )
     dirty = run("git", "status", "--porcelain", "--untracked-files=no")
     return {
         "cores": os.cpu_count(),
         "cpu_model": cpu_model,
-        "memory_gb": round(psutil.virtual_memory().total / 1024 ** 3, 1),
+        "memory_gb": round(psutil.virtual_memory().total / 1024**3, 1),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "kubernetes_server": cluster.server_version(),
@@ -85,8 +96,7 @@ def database(name: str, schedule: str, hibernate: bool = False) -> dict:
     spec = {"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": schedule}}
     if hibernate:
         spec["hibernate"] = True  # StatefulSet at 0 replicas: no pod to schedule or wait for
-    return {"apiVersion": f"{kube.GROUP}/{kube.VERSION}", "kind": kube.KIND, "metadata": {"name": name},
-            "spec": spec}
+    return {"apiVersion": f"{kube.GROUP}/{kube.VERSION}", "kind": kube.KIND, "metadata": {"name": name}, "spec": spec}
 
 
 WATCHED = ("mydatabases", "pods", "services", "persistentvolumeclaims", "statefulsets", "cronjobs", "jobs")
@@ -105,9 +115,16 @@ def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, ti
 
 def new_operator(ctx: argparse.Namespace, log_name: str) -> OperatorProcess:
     # Leader election is on by default; its Lease goes where that ServiceAccount may write one.
-    return OperatorProcess(ctx.sa_kubeconfig, f"{ctx.bins}/helm", ctx.bins, ctx.logs / log_name,
-                           resync=ctx.resync, helm_parallel=ctx.parallel, rollout_window=ctx.rollout_window,
-                           extra_args=["--leader-lease-namespace", SA_NAMESPACE])
+    return OperatorProcess(
+        ctx.sa_kubeconfig,
+        f"{ctx.bins}/helm",
+        ctx.bins,
+        ctx.logs / log_name,
+        resync=ctx.resync,
+        helm_parallel=ctx.parallel,
+        rollout_window=ctx.rollout_window,
+        extra_args=["--leader-lease-namespace", SA_NAMESPACE],
+    )
 
 
 def start_operator(ctx: argparse.Namespace, log_name: str) -> OperatorProcess:

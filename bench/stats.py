@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def percentile(values: Iterable[float], p: float) -> float | None:
@@ -50,5 +50,9 @@ def median(values: Iterable[float]) -> float | None:
 def across(values: list[float]) -> dict:
     """The same measure over several runs: median, min, max, and the spread (max - min) / median."""
     mid = median(values)
-    return {"median": _round(mid), "min": _round(min(values)), "max": _round(max(values)),
-            "spread": round((max(values) - min(values)) / mid, 3) if mid else None}
+    return {
+        "median": _round(mid),
+        "min": _round(min(values)),
+        "max": _round(max(values)),
+        "spread": round((max(values) - min(values)) / mid, 3) if mid else None,
+    }

@@ -1,13 +1,13 @@
 """The benchmark's pure parts: metric parsing and diffs, the operator's share, percentiles, targets.
 
-    .venv/bin/python -m pytest bench
+.venv/bin/python -m pytest bench
 """
 
 from __future__ import annotations
 
 from bench import apf, floor, kube, prom, report, stats
 
-APISERVER = '''# HELP apiserver_request_total Counter of apiserver requests
+APISERVER = """# HELP apiserver_request_total Counter of apiserver requests
 apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="LIST",version="v1"} 10
 apiserver_request_total{code="201",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="POST",version="v1"} 4
 apiserver_request_total{code="200",component="apiserver",group="myapp.example.com",resource="mydatabases",scope="resource",subresource="status",verb="PATCH",version="v1"} 2
@@ -16,7 +16,7 @@ apiserver_request_total_other{verb="GET"} 99
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="mydb-bench-op-list-pods",priority_level="workload-low"} 3
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="mydb-bench-op-patch-mydatabases-status",priority_level="workload-low"} 1
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 50
-'''
+"""
 
 
 def test_parse_keeps_only_the_named_metrics_with_their_labels():
@@ -27,8 +27,10 @@ def test_parse_keeps_only_the_named_metrics_with_their_labels():
 
 def test_diff_counts_new_series_from_zero_and_drops_unchanged():
     before = prom.parse(APISERVER, ["apiserver_request_total"])
-    after = prom.parse(APISERVER.replace("} 10", "} 15") + 'apiserver_request_total{verb="GET",resource="services"} 2\n',
-                       ["apiserver_request_total"])
+    after = prom.parse(
+        APISERVER.replace("} 10", "} 15") + 'apiserver_request_total{verb="GET",resource="services"} 2\n',
+        ["apiserver_request_total"],
+    )
     delta = prom.diff(after, before)
     assert sorted(delta.values()) == [2, 5]
 
@@ -45,7 +47,10 @@ def test_operator_share_comes_from_its_own_flow_schemas_only():
     assert len(names) == len(set(names))
     assert all(s["spec"]["matchingPrecedence"] < 9000 for s in schemas)  # before the built-in service-accounts
     subject = schemas[0]["spec"]["rules"][0]["subjects"][0]
-    assert subject == {"kind": "ServiceAccount", "serviceAccount": {"namespace": "mydb-system", "name": "mydb-operator"}}
+    assert subject == {
+        "kind": "ServiceAccount",
+        "serviceAccount": {"namespace": "mydb-system", "name": "mydb-operator"},
+    }
     samples = prom.parse(APISERVER, ["apiserver_flowcontrol_dispatched_requests_total"])
     share = apf.operator_requests(samples, meaning)
     assert share == {"list": {"pods": 3}, "patch": {"mydatabases/status": 1}}  # exempt (admin, kwok) is not ours
@@ -65,15 +70,32 @@ def test_percentiles_are_nearest_rank_and_all_needs_every_database():
 
 
 def size_100(p50: float, gone: float, writes_per_db: float = 12.0, idle_writes: int = 0) -> dict:
-    wave = {"deployed": {"all": 30.0}, "ready": {"all": 40.0}, "pods_ready": {"all": 45.0, "p50": p50},
-            "cpu_seconds": {"operator": 5.0, "helm": 10.0, "kube-apiserver": 35.0},
-            "operator_api": {"reads": 1500, "writes": 1200, "writes_per_db": writes_per_db,
-                             "writes_per_db_by_kind": {"status": 1.0, "others": 11.0}}}
-    return {"n": 100, "ready_vs_floor": 1.1, "floor": {"pods_ready": {"all": 41.0}},
-            "operator": {"create": wave,
-                         "idle": {"helm_runs": 0, "operator_api": {"writes": idle_writes}, "cpu_seconds": {}},
-                         "delete": {"gone": {"all": gone}, "cpu_seconds": {"operator": 3.0, "helm": 0.0},
-                                    "operator_api": {"reads": 10, "writes": 200}}}}
+    wave = {
+        "deployed": {"all": 30.0},
+        "ready": {"all": 40.0},
+        "pods_ready": {"all": 45.0, "p50": p50},
+        "cpu_seconds": {"operator": 5.0, "helm": 10.0, "kube-apiserver": 35.0},
+        "operator_api": {
+            "reads": 1500,
+            "writes": 1200,
+            "writes_per_db": writes_per_db,
+            "writes_per_db_by_kind": {"status": 1.0, "others": 11.0},
+        },
+    }
+    return {
+        "n": 100,
+        "ready_vs_floor": 1.1,
+        "floor": {"pods_ready": {"all": 41.0}},
+        "operator": {
+            "create": wave,
+            "idle": {"helm_runs": 0, "operator_api": {"writes": idle_writes}, "cpu_seconds": {}},
+            "delete": {
+                "gone": {"all": gone},
+                "cpu_seconds": {"operator": 3.0, "helm": 0.0},
+                "operator_api": {"reads": 10, "writes": 200},
+            },
+        },
+    }
 
 
 def test_measures_read_the_issues_quantities_from_a_size():
@@ -107,11 +129,20 @@ def test_the_summary_names_every_measure_with_its_runs():
 
 
 def test_writes_by_kind_names_what_each_write_is_for_and_leaves_the_lease_out():
-    by_verb = {"patch": {"mydatabases/status": 5, "pods": 3, "mydatabases": 1, "statefulsets": 1, "leases": 9},
-               "create": {"events": 4, "secrets": 1, "configmaps": 1, "services": 3}, "get": {"pods": 7}}
-    assert apf.writes_by_kind(by_verb) == {"status": 5, "pod labels": 3, "events": 4, "secrets": 1,
-                                           "mydatabases": 1, "configmaps (Helm records, scripts)": 1,
-                                           "others": 4}
+    by_verb = {
+        "patch": {"mydatabases/status": 5, "pods": 3, "mydatabases": 1, "statefulsets": 1, "leases": 9},
+        "create": {"events": 4, "secrets": 1, "configmaps": 1, "services": 3},
+        "get": {"pods": 7},
+    }
+    assert apf.writes_by_kind(by_verb) == {
+        "status": 5,
+        "pod labels": 3,
+        "events": 4,
+        "secrets": 1,
+        "mydatabases": 1,
+        "configmaps (Helm records, scripts)": 1,
+        "others": 4,
+    }
 
 
 def test_a_release_is_gone_when_its_last_record_is():
@@ -124,9 +155,12 @@ def test_a_release_is_gone_when_its_last_record_is():
 def test_object_paths_follow_the_api_groups_and_plurals():
     def path(api_version: str, kind: str) -> str:
         return floor.object_path({"apiVersion": api_version, "kind": kind, "metadata": {"name": "db"}}, "ns")
+
     assert path("v1", "ConfigMap") == "/api/v1/namespaces/ns/configmaps/db"
     assert path("apps/v1", "StatefulSet") == "/apis/apps/v1/namespaces/ns/statefulsets/db"
-    assert path("networking.k8s.io/v1", "NetworkPolicy") == "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/db"
+    assert (
+        path("networking.k8s.io/v1", "NetworkPolicy") == "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/db"
+    )
     assert path("policy/v1", "PodDisruptionBudget") == "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/db"
 
 
@@ -138,8 +172,15 @@ def test_each_database_applies_its_secret_first_then_its_manifests():
 
 def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
     def zero_only(n: int, helm_cpu: float, deployed: float) -> dict:
-        return {"n": n, "scaled_to_zero": {"deployed": {"all": deployed}, "memory": {"overall": {"tree_pss_mb": 230.0}},
-                                           "cpu_seconds": {"operator": 0.0, "helm": helm_cpu}}}
+        return {
+            "n": n,
+            "scaled_to_zero": {
+                "deployed": {"all": deployed},
+                "memory": {"overall": {"tree_pss_mb": 230.0}},
+                "cpu_seconds": {"operator": 0.0, "helm": helm_cpu},
+            },
+        }
+
     results = {"runs": [{"sizes": [zero_only(100, 20.0, 24.0), zero_only(1000, 230.0, 140.0)]}]}
     met = {t["target"]: (t["measured"], t["met"]) for t in report.targets(results)}
     assert met["N=1000: scaled to zero, all deployed <= 150 s"][1] is True
@@ -149,17 +190,25 @@ def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
 
 
 def test_the_scaled_to_zero_floor_is_what_the_control_plane_alone_takes():
-    size = {"n": 1000, "scaled_to_zero": {"deployed": {"all": 180.0}},
-            "zero_floor": {"applied": {"all": 120.0}, "api": {"cpu_seconds": {"kube-apiserver": 90.0}}}}
+    size = {
+        "n": 1000,
+        "scaled_to_zero": {"deployed": {"all": 180.0}},
+        "zero_floor": {"applied": {"all": 120.0}, "api": {"cpu_seconds": {"kube-apiserver": 90.0}}},
+    }
     m = report.measures(size)
     assert (m["zero_floor_all"], m["zero_vs_floor"], m["zero_floor_apiserver_cpu"]) == (120.0, 1.5, 90.0)
     assert report.measures({"n": 1000, "scaled_to_zero": {"deployed": {"all": 180.0}}})["zero_vs_floor"] is None
 
 
 def test_the_real_node_summary_judges_the_operators_ready_against_the_floors_pods():
-    turns = {"operator": [{"pods_ready": 20.0, "ready": 21.0}, {"pods_ready": 24.0, "ready": 25.5},
-                          {"pods_ready": 22.0, "ready": 23.0}],
-             "floor": [{"pods_ready": 19.0}, {"pods_ready": 21.0}, {"pods_ready": 20.0}]}
+    turns = {
+        "operator": [
+            {"pods_ready": 20.0, "ready": 21.0},
+            {"pods_ready": 24.0, "ready": 25.5},
+            {"pods_ready": 22.0, "ready": 23.0},
+        ],
+        "floor": [{"pods_ready": 19.0}, {"pods_ready": 21.0}, {"pods_ready": 20.0}],
+    }
     summary = report.real_node_summary(turns)
     assert summary["operator: MyDatabase Ready, median (s)"] == 23.0
     assert summary["floor: 3 pods ready, median (s)"] == 20.0

@@ -21,8 +21,12 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
     cluster.create_namespace(namespace)
     crs, releases, sets = kube.Tracker(kube.by_name), kube.Tracker(kube.by_helm_release), kube.Tracker(kube.by_name)
     watches = [
-        kube.start_watch(functools.partial(cluster.custom.list_namespaced_custom_object, kube.GROUP, kube.VERSION,
-                                           namespace, kube.PLURAL), crs),
+        kube.start_watch(
+            functools.partial(
+                cluster.custom.list_namespaced_custom_object, kube.GROUP, kube.VERSION, namespace, kube.PLURAL
+            ),
+            crs,
+        ),
         kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), releases, "owner=helm"),
         kube.start_watch(functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets),
     ]
@@ -32,8 +36,10 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         operator = start_operator(ctx, f"operator-{n}.log")
         sampler = Sampler(operator.pid, interval=ctx.sample_interval)
         sampler.start()
-        log(f"N={n}: operator started and watching (pid {operator.pid}, metrics :{operator.metrics_port}, "
-            f"resync {ctx.resync:.0f}s)")
+        log(
+            f"N={n}: operator started and watching (pid {operator.pid}, metrics :{operator.metrics_port}, "
+            f"resync {ctx.resync:.0f}s)"
+        )
         timeout = ctx.timeout or 120 + 2.0 * n
 
         # --- create N at once
@@ -48,13 +54,19 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         created: dict[str, float] = {}
 
         def create(name: str) -> None:
-            cluster.custom.create_namespaced_custom_object(kube.GROUP, kube.VERSION, namespace, kube.PLURAL,
-                                                           database(name, SCHEDULES[0]))
+            cluster.custom.create_namespaced_custom_object(
+                kube.GROUP, kube.VERSION, namespace, kube.PLURAL, database(name, SCHEDULES[0])
+            )
             created[name] = time.monotonic() - t0
+
         in_parallel(create, names)
         log(f"N={n}: {n} created in {max(created.values()):.1f}s; waiting for Ready (timeout {timeout:.0f}s)")
-        converged = wait_goals(f"N={n} create", [(releases, "deployed", "deployed"), (sets, "pods", "pods ready"),
-                                                 (crs, "ready", "Ready")], n, timeout)
+        converged = wait_goals(
+            f"N={n} create",
+            [(releases, "deployed", "deployed"), (sets, "pods", "pods ready"), (crs, "ready", "Ready")],
+            n,
+            timeout,
+        )
         after = Snapshot(cluster, operator, ctx.pids)
         result["create"] = {
             "converged": converged,
@@ -81,9 +93,11 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         after = Snapshot(cluster, operator, ctx.pids)
         result["idle"] = window(before, after, ctx.meaning, n)
         result["idle"]["resyncs_expected_per_db"] = int(ctx.idle // ctx.resync)
-        log(f"N={n}: idle: {result['idle']['helm_runs']} helm runs, {result['idle']['operator_api']['writes']} "
+        log(
+            f"N={n}: idle: {result['idle']['helm_runs']} helm runs, {result['idle']['operator_api']['writes']} "
             f"operator API writes, {result['idle']['operator_api']['reads']} reads, "
-            f"{result['idle']['reconciles']} reconciles")
+            f"{result['idle']['reconciles']} reconciles"
+        )
 
         # --- update wave: one field on all N
         base = {name: kube.cr_revision(obj) for name, obj in crs.snapshot().items()}
@@ -94,11 +108,21 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         sampler.phase = "update"
         log(f"N={n}: update wave: spec.backup.schedule on all {n}")
         t0 = time.monotonic()
-        in_parallel(lambda name: cluster.custom.patch_namespaced_custom_object(
-            kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name, {"spec": {"backup": {"schedule": SCHEDULES[1]}}},
-            _content_type=MERGE), names)
-        converged = wait_goals(f"N={n} update", [(releases, "update-deployed", "deployed"),
-                                                 (crs, "updated", "Ready")], n, timeout)
+        in_parallel(
+            lambda name: cluster.custom.patch_namespaced_custom_object(
+                kube.GROUP,
+                kube.VERSION,
+                namespace,
+                kube.PLURAL,
+                name,
+                {"spec": {"backup": {"schedule": SCHEDULES[1]}}},
+                _content_type=MERGE,
+            ),
+            names,
+        )
+        converged = wait_goals(
+            f"N={n} update", [(releases, "update-deployed", "deployed"), (crs, "updated", "Ready")], n, timeout
+        )
         after = Snapshot(cluster, operator, ctx.pids)
         result["update"] = {
             "converged": converged,
@@ -116,9 +140,11 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
     finally:
         if sampler:
             sampler.stop()
-            result["memory"] = {"overall": sampler.overall.as_dict(),
-                                **{phase: peaks.as_dict() for phase, peaks in sampler.peaks.items()},
-                                "series": sampler.series}
+            result["memory"] = {
+                "overall": sampler.overall.as_dict(),
+                **{phase: peaks.as_dict() for phase, peaks in sampler.peaks.items()},
+                "series": sampler.series,
+            }
         for watch in watches:
             watch.stop()
         if operator:
@@ -131,15 +157,24 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
     return result
 
 
-def delete_wave(ctx: argparse.Namespace, n: int, namespace: str, names: list[str], crs: kube.Tracker,
-                sets: kube.Tracker, operator: OperatorProcess, watches: list[kube.Watch],
-                timeout: float) -> dict[str, Any]:
+def delete_wave(
+    ctx: argparse.Namespace,
+    n: int,
+    namespace: str,
+    names: list[str],
+    crs: kube.Tracker,
+    sets: kube.Tracker,
+    operator: OperatorProcess,
+    watches: list[kube.Watch],
+    timeout: float,
+) -> dict[str, Any]:
     """Delete every MyDatabase at once; a database is gone when its CR and every record of its release are.
     The wave ends when the StatefulSets are gone too (the garbage collector's work, for owned releases)."""
     cluster: kube.Cluster = ctx.cluster
     records = kube.Tracker(kube.by_name)
-    watches.append(kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), records,
-                                    "owner=helm"))
+    watches.append(
+        kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), records, "owner=helm")
+    )
     release_of = {record: kube.by_helm_release(obj) or "" for record, obj in records.snapshot().items()}
     wanted = set(names)
 
@@ -155,11 +190,22 @@ def delete_wave(ctx: argparse.Namespace, n: int, namespace: str, names: list[str
     before = Snapshot(cluster, operator, ctx.pids)
     log(f"N={n}: delete wave: deleting all {n} MyDatabases")
     t0 = time.monotonic()
-    in_parallel(lambda name: cluster.custom.delete_namespaced_custom_object(
-        kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name), names)
-    converged = wait_counts(f"N={n} delete", [("CRs gone", lambda: len(crs_gone())),
-                                              ("releases gone", lambda: len(releases_gone())),
-                                              ("StatefulSets gone", lambda: len(statefulsets_gone()))], n, timeout)
+    in_parallel(
+        lambda name: cluster.custom.delete_namespaced_custom_object(
+            kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name
+        ),
+        names,
+    )
+    converged = wait_counts(
+        f"N={n} delete",
+        [
+            ("CRs gone", lambda: len(crs_gone())),
+            ("releases gone", lambda: len(releases_gone())),
+            ("StatefulSets gone", lambda: len(statefulsets_gone())),
+        ],
+        n,
+        timeout,
+    )
     after = Snapshot(cluster, operator, ctx.pids)
     both = {name: max(t, releases_gone().get(name, t)) - t0 for name, t in crs_gone().items()}
     return {
@@ -180,8 +226,12 @@ def run_scaled_to_zero(ctx: argparse.Namespace, n: int, namespace: str) -> dict[
     cluster.create_namespace(namespace)
     crs, releases = kube.Tracker(kube.by_name), kube.Tracker(kube.by_helm_release)
     watches = [
-        kube.start_watch(functools.partial(cluster.custom.list_namespaced_custom_object, kube.GROUP, kube.VERSION,
-                                           namespace, kube.PLURAL), crs),
+        kube.start_watch(
+            functools.partial(
+                cluster.custom.list_namespaced_custom_object, kube.GROUP, kube.VERSION, namespace, kube.PLURAL
+            ),
+            crs,
+        ),
         kube.start_watch(functools.partial(cluster.core.list_namespaced_config_map, namespace), releases, "owner=helm"),
     ]
     result: dict[str, Any] = {"namespace": namespace}
@@ -195,20 +245,31 @@ def run_scaled_to_zero(ctx: argparse.Namespace, n: int, namespace: str) -> dict[
         before = Snapshot(cluster, operator, ctx.pids)
         log(f"N={n}: scaled to zero: creating {n} hibernated MyDatabases in {namespace}")
         t0 = time.monotonic()
-        in_parallel(lambda name: cluster.custom.create_namespaced_custom_object(
-            kube.GROUP, kube.VERSION, namespace, kube.PLURAL, database(name, SCHEDULES[0], hibernate=True)), names)
-        converged = wait_goals(f"N={n} scaled to zero", [(releases, "deployed", "deployed"),
-                                                         (crs, "hibernated", "Hibernated")],
-                               n, ctx.timeout or 120 + 2.0 * n)
+        in_parallel(
+            lambda name: cluster.custom.create_namespaced_custom_object(
+                kube.GROUP, kube.VERSION, namespace, kube.PLURAL, database(name, SCHEDULES[0], hibernate=True)
+            ),
+            names,
+        )
+        converged = wait_goals(
+            f"N={n} scaled to zero",
+            [(releases, "deployed", "deployed"), (crs, "hibernated", "Hibernated")],
+            n,
+            ctx.timeout or 120 + 2.0 * n,
+        )
         after = Snapshot(cluster, operator, ctx.pids)
-        result.update({
-            "converged": converged,
-            "deployed": stats.summary(latencies(releases, "deployed", t0), n),
-            "hibernated": stats.summary(latencies(crs, "hibernated", t0), n),
-            **window(before, after, ctx.meaning, n),
-        })
-        log(f"N={n}: scaled to zero: deployed all {result['deployed']['all']}s, "
-            f"Hibernated all {result['hibernated']['all']}s")
+        result.update(
+            {
+                "converged": converged,
+                "deployed": stats.summary(latencies(releases, "deployed", t0), n),
+                "hibernated": stats.summary(latencies(crs, "hibernated", t0), n),
+                **window(before, after, ctx.meaning, n),
+            }
+        )
+        log(
+            f"N={n}: scaled to zero: deployed all {result['deployed']['all']}s, "
+            f"Hibernated all {result['hibernated']['all']}s"
+        )
         sampler.stop()
         result["memory"] = {"overall": sampler.overall.as_dict()}
         if converged and not ctx.no_restart:
@@ -237,16 +298,19 @@ def restart_wave(ctx: argparse.Namespace, n: int, log_name: str) -> dict[str, An
     try:
         operator.start()
         log(f"N={n}: restart: a new operator (pid {operator.pid}) over {n} idle databases")
-        converged = wait_counts(f"N={n} restart", [("confirmed", lambda: reconciles(operator))], n,
-                                ctx.timeout or 120 + 2.0 * n)
+        converged = wait_counts(
+            f"N={n} restart", [("confirmed", lambda: reconciles(operator))], n, ctx.timeout or 120 + 2.0 * n
+        )
         seconds = time.monotonic() - t0
         after = Snapshot(cluster, operator, ctx.pids)
     finally:
         operator.stop()
     out = {"converged": converged, "confirmed_all_seconds": round(seconds, 2), **window(before, after, ctx.meaning, n)}
-    log(f"N={n}: restart: {n} confirmed in {seconds:.1f}s; {out['helm_runs']} helm runs, operator API "
+    log(
+        f"N={n}: restart: {n} confirmed in {seconds:.1f}s; {out['helm_runs']} helm runs, operator API "
         f"{out['operator_api']['reads']} reads ({out['operator_api']['by_verb'].get('list', {})} lists), "
-        f"{out['operator_api']['writes']} writes")
+        f"{out['operator_api']['writes']} writes"
+    )
     return out
 
 
@@ -265,33 +329,45 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str, hibe
     cluster.create_namespace(namespace)
     sets = kube.Tracker(kube.by_name)
     sets.add_goal("pods", lambda k, o: kube.statefulset_ready(o))
-    watch = None if hibernate else kube.start_watch(
-        functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets)
+    watch = (
+        None
+        if hibernate
+        else kube.start_watch(functools.partial(cluster.apps.list_namespaced_stateful_set, namespace), sets)
+    )
     env = floor.render_env(f"{ctx.bins}/helm", ctx.bins, ctx.logs / "render-home")
     try:
-        rendered, how = floor.render_wave([database(name, SCHEDULES[0], hibernate) for name in names], namespace,
-                                          env, ctx.logs / "floor", log)
+        rendered, how = floor.render_wave(
+            [database(name, SCHEDULES[0], hibernate) for name in names], namespace, env, ctx.logs / "floor", log
+        )
         before = Snapshot(cluster, None, ctx.pids)
         objects = n * how["objects_per_database"]
         if client == "ssa":
-            log(f"N={n}: floor: server-side apply of {objects} objects from one client, "
-                f"{ctx.floor_concurrency} in flight, in {namespace}")
+            log(
+                f"N={n}: floor: server-side apply of {objects} objects from one client, "
+                f"{ctx.floor_concurrency} in flight, in {namespace}"
+            )
             t0 = time.monotonic()
             finished, errors = floor.apply_wave_ssa(rendered, namespace, cluster.api, ctx.floor_concurrency)
             how["concurrency"] = ctx.floor_concurrency
         else:
-            log(f"N={n}: a person with kubectl: kubectl apply --server-side of {objects} objects, "
-                f"{floor.KUBECTL_PROCESSES} databases at a time, in {namespace}")
+            log(
+                f"N={n}: a person with kubectl: kubectl apply --server-side of {objects} objects, "
+                f"{floor.KUBECTL_PROCESSES} databases at a time, in {namespace}"
+            )
             t0 = time.monotonic()
-            finished, errors = floor.apply_wave(rendered, namespace, f"{ctx.bins}/kubectl", cluster.kubeconfig,
-                                                floor.KUBECTL_PROCESSES, env)
+            finished, errors = floor.apply_wave(
+                rendered, namespace, f"{ctx.bins}/kubectl", cluster.kubeconfig, floor.KUBECTL_PROCESSES, env
+            )
             how["concurrency"] = floor.KUBECTL_PROCESSES
         for name, error in list(errors.items())[:3]:
             log(f"N={n}: floor ({client}): apply of {name} failed: {error}")
-        log(f"N={n}: floor ({client}): applied in {max(finished.values()) - t0:.1f}s"
-            + ("" if hibernate else "; waiting for pods"))
-        converged = hibernate or wait_goals(f"N={n} floor ({client})", [(sets, "pods", "pods ready")], n,
-                                            ctx.timeout or 120 + 2.0 * n)
+        log(
+            f"N={n}: floor ({client}): applied in {max(finished.values()) - t0:.1f}s"
+            + ("" if hibernate else "; waiting for pods")
+        )
+        converged = hibernate or wait_goals(
+            f"N={n} floor ({client})", [(sets, "pods", "pods ready")], n, ctx.timeout or 120 + 2.0 * n
+        )
         after = Snapshot(cluster, None, ctx.pids)
         out = {
             "client": client,
@@ -301,15 +377,21 @@ def run_floor(ctx: argparse.Namespace, n: int, namespace: str, client: str, hibe
             **how,
             "applied": stats.summary({k: t - t0 for k, t in finished.items()}, n),
             # kubectl: its processes; ssa: this harness's process, the floor's one client (and its watches)
-            "client_cpu_seconds": round(after.children - before.children if client == "kubectl"
-                                        else after.harness - before.harness, 2),
-            "api": {k: v for k, v in window(before, after, ctx.meaning, n).items()
-                    if k in ("all_clients_api", "cpu_seconds")},
+            "client_cpu_seconds": round(
+                after.children - before.children if client == "kubectl" else after.harness - before.harness, 2
+            ),
+            "api": {
+                k: v
+                for k, v in window(before, after, ctx.meaning, n).items()
+                if k in ("all_clients_api", "cpu_seconds")
+            },
         }
         if not hibernate:
             out["pods_ready"] = stats.summary(latencies(sets, "pods", t0), n)
-            log(f"N={n}: floor ({client}): all pods ready in {out['pods_ready']['all']}s "
-                f"(p50 {out['pods_ready']['p50']}s, p95 {out['pods_ready']['p95']}s)")
+            log(
+                f"N={n}: floor ({client}): all pods ready in {out['pods_ready']['all']}s "
+                f"(p50 {out['pods_ready']['p50']}s, p95 {out['pods_ready']['p95']}s)"
+            )
         return out
     finally:
         if watch:
