@@ -192,6 +192,29 @@ def test_delete_policy_delete_removes_claims_and_secret(cluster, operator, names
     assert "gone" not in helm(cluster, "list", "-n", namespace, "-q").split()
 
 
+def test_delete_policy_delete_while_the_database_lingers_leaves_no_claim(cluster, operator, namespace):
+    """deletionPolicy Delete on a MyDatabase that another finalizer keeps a while: the garbage collector would
+    leave the StatefulSet running until the MyDatabase is gone, its pods holding the deleted claims (and any
+    pod it re-creates bringing its claim back). The operator deletes the StatefulSet first, so the pods and
+    then the claims go while the MyDatabase still lingers."""
+    apply_db(cluster, namespace, "held", {"replicas": 2, "version": "15.2", "storage": "1Gi",
+                                          "deletionPolicy": "Delete"})
+    wait_ready(cluster, namespace, "held")
+    cluster.kubectl("patch", "-n", namespace, "mydb/held", "--type=json",
+                    "-p", '[{"op": "add", "path": "/metadata/finalizers/-", "value": "test.example.com/hold"}]')
+    try:
+        cluster.kubectl("delete", "-n", namespace, "mydb/held", "--wait=false")
+        wait_for("the operator's deletion", lambda: f"{namespace}/held: deleted" in operator.log_since_start(),
+                 timeout=60)
+        assert get_json(cluster, "-n", namespace, "mydb", "held") != {}  # still held by the test's finalizer
+        wait_for("the StatefulSet deleted", lambda: get_json(cluster, "-n", namespace, "statefulset", "held") == {},
+                 timeout=30)
+        wait_for("the claims deleted", lambda: not get_json(cluster, "-n", namespace, "pvc")["items"], timeout=90)
+        assert get_json(cluster, "-n", namespace, "secret", "held-credentials") == {}
+    finally:
+        cluster.kubectl("patch", "-n", namespace, "mydb/held", "--type=merge", "-p", '{"metadata": {"finalizers": null}}')
+
+
 def test_render_equals_what_the_operator_applied(cluster, operator, namespace):
     """`mydb-operator render` prints exactly the release's manifest: 3 replicas, 100Gi, Services, CronJob."""
     cluster.kubectl("apply", "-n", namespace, "-f", str(SEED))

@@ -76,6 +76,14 @@ def grow_claim(namespace: str, name: str, size: str) -> None:
 
 
 @threaded
+def delete_statefulset(namespace: str, name: str) -> None:
+    """Delete the StatefulSet now (the garbage collector then deletes its pods), so that it re-creates
+    no claim from its template."""
+    with tolerating(404):
+        clients.send("DELETE", STATEFULSETS.path(namespace, name), {"propagationPolicy": "Background"})
+
+
+@threaded
 def orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None:
     """Delete the StatefulSet but not its pods, so Helm can re-create it with a new claim template."""
     path = STATEFULSETS.path(namespace, name)

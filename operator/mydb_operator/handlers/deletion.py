@@ -40,6 +40,10 @@ async def delete_database(
         else:
             await memo.runtime.helm.uninstall(namespace, name)
         if plan.delete_claims:
+            if collected:
+                # Left to the garbage collector, the StatefulSet lives until the MyDatabase is gone and
+                # re-creates a deleted claim for any pod it re-creates: that claim would outlive the database.
+                await writes.delete_statefulset(namespace, name)
             claims = await writes.delete_claims(namespace, name)
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete
             await writes.delete_secret(namespace, names.credentials_secret_name(name))
