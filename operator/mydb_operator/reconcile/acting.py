@@ -31,10 +31,10 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     """Prerequisites, the credentials Secret, claim growth, then helm upgrade --install."""
     namespace, name, spec = target.namespace, target.name, target.spec
     outcome = decision.unchanged(target, observed)
-    credentials_event: str | None = None
+    secret_created: str | None = None
     blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
-        credentials_event, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
+        secret_created, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
     if blocker is not None:
         outcome.problem = blocker
         return outcome
@@ -43,8 +43,8 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
             outcome.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, observed)))
         result = await runtime.helm.upgrade(namespace, name, decision.values)
     except (HelmError, TimeoutError) as error:
-        if credentials_event:
-            outcome.events.insert(0, ("Normal", "CredentialsCreated", credentials_event))
+        if secret_created:
+            outcome.events.insert(0, ("Normal", "CredentialsCreated", secret_created))
         outcome.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
         return outcome
     summary = applied_summary(decision.effective)
@@ -59,7 +59,7 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     }
     outcome.operation = {"type": kind, "startedAt": now(), "result": "InProgress"}
     told = f"helm revision {result.revision} applied: {kind}, {decision.why}"
-    log.info("%s/%s: %s%s", namespace, name, told, f"; {credentials_event}" if credentials_event else "")
+    log.info("%s/%s: %s%s", namespace, name, told, f"; {secret_created}" if secret_created else "")
     if target.applied:
         # The install is told by status (release, lastOperation): no Event, one API write per database
         # fewer. Each later revision gets one: the history that status does not keep.

@@ -30,7 +30,7 @@ async def missing_prerequisite(
 async def ensure_credentials(
     namespace: str, name: str, spec: DatabaseSpec, first_install: bool
 ) -> tuple[str | None, Problem | None]:
-    """Create the operator's Secret before the first install, or check the user's; (event message, problem)."""
+    """Create the operator's Secret before the first install, or check the user's; (what was created, problem)."""
     if spec.existing_secret:
         secret = await reads.read_secret(namespace, spec.existing_secret)
         if secret is None:
