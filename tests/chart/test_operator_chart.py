@@ -336,13 +336,13 @@ def test_metrics_service_selects_the_operator_pods(render):
 
 def test_metrics_port_and_disabling(render):
     """metrics.port moves the flag, container port and Service together;
-    metrics.enabled=false drops all three."""
+    metrics.enabled=false drops all three and tells the operator not to listen (its own default is 9090)."""
     out = render({"metrics": {"enabled": True, "port": 9300, "serviceMonitor": {"enabled": False}}})
     assert "--metrics-port=9300" in deployment_container(out)["args"]
     assert out.one("Service")["spec"]["ports"][0]["port"] == 9300
     out = render({"metrics": {"enabled": False, "port": 9090, "serviceMonitor": {"enabled": False}}})
     container = deployment_container(out)
-    assert not any(a.startswith("--metrics-port") for a in container["args"])
+    assert [a for a in container["args"] if a.startswith("--metrics-port")] == ["--metrics-port=0"]
     assert [p["name"] for p in container["ports"]] == ["health"]
     assert not out.kinds("Service") and not out.kinds("ServiceMonitor")
 
