@@ -96,3 +96,28 @@ def test_run_refuses_a_chart_it_cannot_drive(helm_bin, tmp_path):
     assert "does not fit the operator" in result.stderr
     assert "version 13.x: the StatefulSet must select on exactly" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_file_that_is_not_a_usable_mydatabase_is_refused_plainly(helm_bin, tmp_path):
+    """`values -f` and `render -f` read files no API server checked: each fault is one line naming it."""
+    cases = {
+        "missing.yaml": None,
+        "list.yaml": "- a\n- b\n",
+        "broken.yaml": "kind: [\n",
+        "nameless.yaml": "kind: MyDatabase\nspec: {replicas: 1, version: '15.2', storage: 1Gi}\n",
+        "typo.yaml": "kind: MyDatabase\nmetadata: {name: x}\nspec: {replicas: three, version: '15.2', storage: 1Gi}\n",
+    }
+    expected = {
+        "missing.yaml": "No such file or directory",
+        "list.yaml": "expected exactly one MyDatabase, found 0",
+        "broken.yaml": "while parsing",
+        "nameless.yaml": "the MyDatabase has no metadata.name",
+        "typo.yaml": "invalid MyDatabase: spec.replicas: must be an integer, got 'three'",
+    }
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        result = cli(helm_bin, "values", "-f", str(tmp_path / name))
+        assert result.returncode != 0, name
+        assert expected[name] in result.stderr, (name, result.stderr)
+        assert "Traceback" not in result.stderr, (name, result.stderr)

@@ -49,3 +49,20 @@ def test_bad_values_name_the_field(field, value):
 def test_missing_required_field():
     with pytest.raises(SpecError, match="spec.storage: is required"):
         parse_spec({"replicas": 1, "version": "15.2"})
+
+
+@pytest.mark.parametrize("changes, field, words", [
+    ({"replicas": "three"}, "replicas", "must be an integer, got 'three'"),
+    ({"replicas": True}, "replicas", "must be an integer, got True"),
+    ({"backup": {"retention": "7d"}}, "backup.schedule", "is required"),
+    ({"backup": {"schedule": 5}}, "backup.schedule", "must be a string, got 5"),
+    ({"backup": "daily"}, "backup", "must be a mapping, got 'daily'"),
+    ({"restore": {"backup": "latest"}}, "restore.fromDatabase", "is required"),
+    ({"scheduling": ["a"]}, "scheduling", "must be a mapping"),
+])
+def test_wrong_shapes_name_the_field(changes, field, words):
+    """What the CRD schema refuses at admission, for a spec no API server checked (`render -f FILE`)."""
+    with pytest.raises(SpecError) as error:
+        parse_spec({**SEED, **changes})
+    assert error.value.field == field
+    assert words in str(error.value)

@@ -21,12 +21,18 @@ from .preflight import make_helm, platform
 
 
 def load_database(path: str) -> dict[str, Any]:
-    """The one MyDatabase in a YAML file ('-' for stdin)."""
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    documents = [d for d in yaml.safe_load_all(text) if d]
-    databases: list[dict[str, Any]] = [d for d in documents if d.get("kind") == names.KIND]
+    """The one MyDatabase in a YAML file ('-' for stdin), with a name."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        documents = list(yaml.safe_load_all(text))
+    except (OSError, yaml.YAMLError) as error:
+        raise SystemExit(f"{path}: {error}") from None
+    databases = [d for d in documents if isinstance(d, dict) and d.get("kind") == names.KIND]
     if len(databases) != 1:
         raise SystemExit(f"{path}: expected exactly one {names.KIND}, found {len(databases)}")
+    name = (databases[0].get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise SystemExit(f"{path}: the {names.KIND} has no metadata.name")
     return databases[0]
 
 

@@ -59,11 +59,11 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
     for required in ("replicas", "version", "storage"):
         if required not in spec:
             raise SpecError(required, "is required")
-    backup = spec.get("backup")
-    restore = spec.get("restore")
-    scheduling = spec.get("scheduling") or {}
+    backup = _section(spec, "backup")
+    restore = _section(spec, "restore")
+    scheduling = _section(spec, "scheduling") or {}
     parsed = DatabaseSpec(
-        replicas=int(spec["replicas"]),
+        replicas=_integer("replicas", spec["replicas"]),
         version=str(spec["version"]),
         storage=str(spec["storage"]),
         storage_class_name=spec.get("storageClassName") or "",
@@ -71,7 +71,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         deletion_policy=spec.get("deletionPolicy") or DELETION_RETAIN,
         hibernate=bool(spec.get("hibernate", False)),
         backup=Backup(
-            schedule=backup["schedule"],
+            schedule=_text(backup, "schedule", "backup.schedule"),
             retention=backup.get("retention") or "7d",
             storage=str(backup.get("storage") or "10Gi"),
             resources=dict(backup.get("resources") or {}),
@@ -80,7 +80,10 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         else None,
         postgresql_parameters=dict((spec.get("postgresql") or {}).get("parameters") or {}),
         existing_secret=(spec.get("credentials") or {}).get("secretName") or "",
-        restore=Restore(from_database=restore["fromDatabase"], backup=restore.get("backup") or "latest")
+        restore=Restore(
+            from_database=_text(restore, "fromDatabase", "restore.fromDatabase"),
+            backup=restore.get("backup") or "latest",
+        )
         if restore
         else None,
         pod_labels=dict(spec.get("podLabels") or {}),
@@ -91,6 +94,30 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
     )
     validate(parsed)
     return parsed
+
+
+# The CRD schema refuses wrong types at admission; these keep `render -f FILE`, which no
+# API server checked, to a SpecError naming the field instead of a traceback.
+def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    value = spec.get(name)
+    if value is not None and not isinstance(value, Mapping):
+        raise SpecError(name, f"must be a mapping, got {value!r}")
+    return value
+
+
+def _integer(field_path: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field_path, f"must be an integer, got {value!r}")
+    return value
+
+
+def _text(section: Mapping[str, Any], key: str, field_path: str) -> str:
+    value = section.get(key)
+    if value is None:
+        raise SpecError(field_path, "is required")
+    if not isinstance(value, str):
+        raise SpecError(field_path, f"must be a string, got {value!r}")
+    return value
 
 
 def validate(spec: DatabaseSpec) -> None:
