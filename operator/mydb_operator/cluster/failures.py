@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
@@ -10,11 +12,29 @@ from kubernetes.client.exceptions import ApiException
 API_FAILURES = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
+def refused(error: BaseException) -> bool:
+    """The API server answered no (4xx: forbidden by quota or policy, invalid): asking again will
+    not help until something changes, unlike an unreachable or failing server."""
+    return isinstance(error, ApiException) and 400 <= (error.status or 0) < 500
+
+
 def failure_reason(error: BaseException) -> str:
     """ "Api409" for a refusal with its status, "ApiUnreachable" for anything else."""
     return f"Api{error.status}" if isinstance(error, ApiException) else "ApiUnreachable"
 
 
 def failure_detail(error: BaseException) -> str:
-    """The API's reason phrase, else the error's type."""
-    return getattr(error, "reason", None) or type(error).__name__
+    """What the API server said (its Status message: which quota, which field), else its reason
+    phrase; for an unreachable server, urllib3's reason (the refused connection) or the error."""
+    if isinstance(error, ApiException):
+        return _status_message(error.body) or str(error.reason or f"status {error.status}")
+    return str(getattr(error, "reason", None) or error) or type(error).__name__
+
+
+def _status_message(body: object) -> str:
+    try:
+        status = json.loads(body) if isinstance(body, (str, bytes)) else None
+    except ValueError:
+        return ""
+    message = status.get("message") if isinstance(status, dict) else None
+    return message if isinstance(message, str) else ""

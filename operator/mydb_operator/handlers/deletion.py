@@ -13,7 +13,7 @@ import kopf
 
 from .. import names
 from ..cluster import writes
-from ..cluster.failures import API_FAILURES
+from ..cluster.failures import API_FAILURES, failure_detail
 from ..helm.errors import HelmError
 from ..policy.deletion import deletion_plan, owned_by
 from ..status.phases import DELETING
@@ -50,15 +50,11 @@ async def delete_database(
     except HelmError as error:
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     except API_FAILURES as error:
-        raise kopf.TemporaryError(f"deleting: {getattr(error, 'reason', None) or error}", delay=10) from None
+        raise kopf.TemporaryError(f"deleting: {failure_detail(error)}", delay=10) from None
     how = "its objects go with it (garbage collector)" if collected else "its release uninstalled"
     if plan.delete_claims:
-        log.info(
-            "%s/%s: deleted, %s, with claims %s and the operator's Secret (deletionPolicy Delete)",
-            namespace,
-            name,
-            how,
-            claims,
-        )
+        secret = "the operator's Secret" if plan.delete_secret else "not your Secret"
+        told = f"deleted, {how}, with claims {claims} and {secret} (deletionPolicy Delete)"
+        log.info("%s/%s: %s", namespace, name, told)
     else:
         log.info("%s/%s: deleted, %s; its claims and Secret are kept (deletionPolicy Retain)", namespace, name, how)
