@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from kubernetes.client.exceptions import ApiException
+
 from mydb_operator import names
 from mydb_operator.cluster import reads
 from mydb_operator.cluster.child_store import ChildStore
@@ -40,6 +42,7 @@ class FakeApi:
         self.orphaned: list[Key] = []
         self.labels: list[tuple[str, str, str, str]] = []
         self.orphaning_times_out = False  # the old StatefulSet never finishes terminating
+        self.refusal: ApiException | None = None  # what the API server answers a claim's growth
 
     # reads
     async def observation(self, namespace: str, release: str) -> Observation:
@@ -86,6 +89,8 @@ class FakeApi:
         return True
 
     async def grow_claim(self, namespace: str, name: str, size: str) -> None:
+        if self.refusal is not None:
+            raise self.refusal
         self.grown.append((namespace, name, size))
 
     async def orphan_statefulset(self, namespace: str, name: str) -> None:

@@ -4,10 +4,12 @@ The API and Helm are fakes; the decision comes from the operator's own decide().
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from fake_api import FakeApi, FakeHelm, data_claim, run, running
 
@@ -18,6 +20,7 @@ from mydb_operator.reconcile.acting import act
 from mydb_operator.reconcile.outcomes import Outcome, Target
 from mydb_operator.reconcile.planning import decide
 from mydb_operator.reconcile.runtime import Runtime
+from mydb_operator.status.problem import Problem
 
 SPEC = {"replicas": 2, "version": "15.2", "storage": "1Gi"}
 INSTALLED = {"name": "db", "revision": 4, "chart": "mydatabase-0.1.0", "appliedHash": "old", "status": "deployed",
@@ -137,6 +140,27 @@ def test_a_statefulset_that_never_goes_away_stalls_the_resize(api: FakeApi, helm
     outcome = acted(runtime, target(INSTALLED, SETTLED, storage="2Gi"), observed)
     assert outcome.problem is not None and outcome.problem.reason == "ResizeStalled"
     assert helm.upgrades == [] and (outcome.applied, outcome.operation) == (INSTALLED, SETTLED)
+
+
+def test_a_refused_claim_growth_is_told_in_status_and_helm_waits(api: FakeApi, helm: FakeHelm,
+                                                                   runtime: Runtime) -> None:
+    api.storage_class_object("fast", expandable=True)
+    api.refusal = ApiException(status=403, reason="Forbidden")
+    api.refusal.body = json.dumps({"kind": "Status", "message": "exceeded quota: storage, requested: 1Gi"})
+    observed = running(claims=[data_claim(0, storage_class="fast")])
+    outcome = acted(runtime, target(INSTALLED, SETTLED, storage="2Gi"), observed)
+    assert outcome.problem == Problem("ResizeFailed", "growing the claims to 2Gi: exceeded quota: storage, requested: 1Gi")
+    assert helm.upgrades == [] and api.orphaned == [] and (outcome.applied, outcome.operation) == (INSTALLED, SETTLED)
+
+
+def test_an_unreachable_api_during_growth_is_left_to_the_daemons_back_off(api: FakeApi, helm: FakeHelm,
+                                                                          runtime: Runtime) -> None:
+    api.storage_class_object("fast", expandable=True)
+    api.refusal = ApiException(status=503, reason="Service Unavailable")
+    observed = running(claims=[data_claim(0, storage_class="fast")])
+    with pytest.raises(ApiException):
+        acted(runtime, target(INSTALLED, SETTLED, storage="2Gi"), observed)
+    assert helm.upgrades == []
 
 
 def test_a_helm_failure_keeps_the_last_release(api: FakeApi, helm: FakeHelm, runtime: Runtime) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from fake_api import FakeApi, run
+from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import names
+from mydb_operator.cluster import writes
 from mydb_operator.cluster.slimming import slim
 from mydb_operator.model.observation import Observation
 from mydb_operator.reconcile.on_demand_backup import backup_on_demand
@@ -78,3 +81,18 @@ def test_a_cronjob_deleted_since_the_cache_saw_it_leaves_the_request_for_the_nex
     del api.cronjobs[("ns", "db-backup")]
     assert backup(asked("t3"), {}) == ({}, [])
     assert api.jobs == {}
+
+
+def test_a_job_the_api_refuses_leaves_the_request_open_with_a_warning(api: FakeApi,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    async def refuse(body: dict[str, Any]) -> bool:
+        error = ApiException(status=403, reason="Forbidden")
+        error.body = json.dumps({"message": "exceeded quota: jobs, requested: count/jobs.batch=1"})
+        raise error
+
+    monkeypatch.setattr(writes, "create_job_once", refuse)
+    previous = {"backup": {"lastOnDemandRequest": "t0", "lastOnDemandJob": "db-backup-t0"}}
+    fields, events = backup(asked("t1"), previous)
+    assert fields == previous["backup"]  # t1 unanswered: the next pass asks again
+    assert events == [("Warning", "BackupRequestFailed",
+                       "backup-now=t1: exceeded quota: jobs, requested: count/jobs.batch=1")]

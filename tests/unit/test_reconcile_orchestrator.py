@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import names
 from mydb_operator.cluster import reads, writes
@@ -91,7 +92,7 @@ def test_a_first_install_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
         first = await reconcile(BODY, None, runtime)
         assert len(helm.upgrades) == 1 and helm.upgrades[0]["replicas"] == 2
         assert calls["secrets"] == [names.credentials_secret_name("db")]
-        assert first.events == []  # the install is told by status alone
+        assert first.events == [] and first.helm_ran  # the install is told by status alone
         assert calls["labels"] == [("db-0", names.ROLE_LABEL, names.PRIMARY), ("db-1", names.ROLE_LABEL, names.REPLICA)]
         assert first.problem is None
         assert (first.status["phase"], first.status["ready"], first.status["readyReplicas"]) == ("Running", True, 2)
@@ -108,6 +109,28 @@ def test_a_first_install_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
         second = await reconcile({**BODY, "status": first.status}, first.status, runtime)
         assert len(helm.upgrades) == 1  # the hash matches and nothing drifted: no Helm run
         assert second.events == [] and second.status["release"] == first.status["release"]
+        assert not second.helm_ran and not second.retry_soon
+
+    asyncio.run(scenario())
+
+
+def test_a_role_label_refused_after_helm_keeps_the_pass(calls: dict[str, list[Any]],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status is still built (with Helm's revision, so the next pass runs no Helm) and the daemon
+    is told to retry soon, instead of the whole pass being lost to the exception."""
+    async def label_pod(namespace: str, name: str, key: str, value: str) -> None:
+        raise ApiException(status=403, reason="Forbidden")
+
+    monkeypatch.setattr(writes, "label_pod", label_pod)
+
+    async def scenario() -> None:
+        store = ChildStore(on_change=lambda *_: None)
+        for kind in KINDS:
+            store.replace(kind, None, [], listed_at=1)
+        helm = FakeHelm()
+        outcome = await reconcile(BODY, None, Runtime(helm=helm, children=store))  # type: ignore[arg-type]
+        assert len(helm.upgrades) == 1 and outcome.helm_ran and outcome.retry_soon
+        assert outcome.problem is None and outcome.status["release"]["revision"] == 1
 
     asyncio.run(scenario())
 

@@ -44,7 +44,7 @@ async def run_database(
             try:
                 first_pass = stored.status is None
                 outcome = await reconcile_and_store(snapshot_of(body), stored, memo.runtime)
-                if first_pass and not outcome.events:
+                if first_pass and not outcome.helm_ran and not outcome.problem:
                     revision = (outcome.status.get("release") or {}).get("revision")
                     log.info("%s/%s: up to date at helm revision %s, no helm run needed", namespace, name, revision)
                 for type_, reason, message in outcome.events:
@@ -59,6 +59,8 @@ async def run_database(
                         outcome.problem.message,
                         delay,
                     )
+                elif outcome.retry_soon:  # stored, but a step after Helm failed: its one log line said which
+                    delay = backoff.failed()
                 else:
                     backoff.succeeded()
                 held = stored.write_due_in()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..cluster import writes
+from ..cluster.failures import API_FAILURES, failure_detail, refused
 from ..helm.errors import HelmError
 from ..model.observation import Observation
 from ..policy.operations import applied_summary, operation_kind
@@ -38,15 +39,26 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     if blocker is not None:
         outcome.problem = blocker
         return outcome
-    try:
-        if decision.storage.grow:
+    if decision.storage.grow:
+        try:
             outcome.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, observed)))
+        except TimeoutError as error:  # the old StatefulSet never went away
+            outcome.problem = Problem("ResizeStalled", str(error))
+            return outcome
+        except API_FAILURES as error:
+            if not refused(error):
+                raise  # unreachable or failing: the daemon's back-off tries again
+            # A quota, a policy or the volume's driver said no: status says which, Helm waits.
+            outcome.problem = Problem("ResizeFailed", f"growing the claims to {spec.storage}: {failure_detail(error)}")
+            return outcome
+    try:
         result = await runtime.helm.upgrade(namespace, name, decision.values)
-    except (HelmError, TimeoutError) as error:
+    except HelmError as error:
         if secret_created:
             outcome.events.insert(0, ("Normal", "CredentialsCreated", secret_created))
-        outcome.problem = Problem("HelmFailed" if isinstance(error, HelmError) else "ResizeStalled", str(error))
+        outcome.problem = Problem("HelmFailed", str(error))
         return outcome
+    outcome.helm_ran = True
     summary = applied_summary(decision.effective)
     kind = operation_kind((target.applied or {}).get("spec"), summary, decision.repair)
     outcome.applied = {

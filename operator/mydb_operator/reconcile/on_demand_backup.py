@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import names
 from ..cluster import reads, writes
+from ..cluster.failures import API_FAILURES, failure_detail
 from ..desired.backup_job import on_demand_job
 from ..model.observation import Observation
 from ..policy.backups import requested
@@ -27,12 +28,16 @@ async def backup_on_demand(
         return {"lastOnDemandRequest": token}, [
             ("Warning", "BackupNotConfigured", f"backup-now={token} ignored: spec.backup is not set")
         ]
-    # The cache keeps only the CronJob's schedule and status: its Job template is read now.
-    cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
-    if cronjob is None:  # deleted since: Helm puts it back, and the next pass answers the request
-        return earlier, []
-    job = on_demand_job(cronjob, name, token)
-    await writes.create_job_once(job)
+    try:
+        # The cache keeps only the CronJob's schedule and status: its Job template is read now.
+        cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+        if cronjob is None:  # deleted since: Helm puts it back, and the next pass answers the request
+            return earlier, []
+        job = on_demand_job(cronjob, name, token)
+        await writes.create_job_once(job)
+    except API_FAILURES as error:
+        # Unanswered, the request stays open for the next pass; the rest of this one is still stored.
+        return earlier, [("Warning", "BackupRequestFailed", f"backup-now={token}: {failure_detail(error)}")]
     log.info("%s/%s: on-demand backup %s started as Job %s", namespace, name, token, job["metadata"]["name"])
     return (
         {"lastOnDemandRequest": token, "lastOnDemandJob": job["metadata"]["name"]},

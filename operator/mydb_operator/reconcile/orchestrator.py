@@ -37,7 +37,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
             namespace, name, parsed, previous.get("release"), previous.get("lastOperation"), meta.get("uid", "")
         )
         outcome = await converge(target, observed, runtime, fresh=cached is None)
-    await label_roles(namespace, outcome.observed.pods)
+    outcome.retry_soon = not await label_roles(namespace, outcome.observed.pods)
     on_demand, backup_events = await backup_on_demand(
         namespace, name, meta.get("annotations") or {}, previous, outcome.observed
     )

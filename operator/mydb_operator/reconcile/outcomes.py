@@ -38,4 +38,6 @@ class Outcome:
     events: list[Event] = field(default_factory=list)
     problem: Problem | None = None
     storage_blocked: str | None = None  # the database runs; only the growth waits
+    helm_ran: bool = False  # this pass applied a new Helm revision
+    retry_soon: bool = False  # a step after Helm failed (a role label): try again before the resync
     status: dict[str, Any] = field(default_factory=dict)  # the whole .status, built last
