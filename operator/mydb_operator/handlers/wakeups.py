@@ -28,7 +28,10 @@ class Wakeups:
             event.set()
 
     def register(self, key: Key) -> asyncio.Event:
-        return self._events.setdefault(key, asyncio.Event())
+        """A wake-up of its own for a new daemon: an older daemon of the same key, still stopping,
+        then no longer takes it away when it unregisters."""
+        wake = self._events[key] = asyncio.Event()
+        return wake
 
     def unregister(self, key: Key, wake: asyncio.Event) -> bool:
         """Forget the database's wake-up, unless a newer daemon for it took the key; True when forgotten."""
