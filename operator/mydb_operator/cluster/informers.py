@@ -53,7 +53,9 @@ class Informer(threading.Thread):
                     version = self._watch(version)
             except _Expired:
                 continue
-            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            # KeyError, TypeError: an event not shaped as documented must not end the thread,
+            # which would leave the kind marked synced with its cache frozen.
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, KeyError, TypeError) as error:
                 if self._stopping.is_set():
                     return
                 self._deliver(self._store.unsync, self.kind, self.scope)
