@@ -1,0 +1,45 @@
+"""Two small pure rules: which pod states count as failing (the Degraded phase stands on it), and how
+long a database waits after failures in a row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mydb_operator.model.pods import pod_failure
+from mydb_operator.policy.backoff import Backoff, retry_delay
+
+
+def pod(**state: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "db-1"}, "status": {"phase": "Running", "containerStatuses": [
+        {"name": "init-ok", "state": {"running": {}}}, {"name": "postgres", "state": state}]}}
+
+
+@pytest.mark.parametrize("state, told", [
+    ({"waiting": {"reason": "CrashLoopBackOff"}}, "db-1: CrashLoopBackOff"),
+    ({"waiting": {"reason": "ImagePullBackOff"}}, "db-1: ImagePullBackOff"),
+    ({"terminated": {"reason": "Error", "exitCode": 1}}, "db-1: Error"),
+    ({"waiting": {"reason": "ContainerCreating"}}, None),  # starting, not failing
+    ({"terminated": {"reason": "Completed", "exitCode": 0}}, None),
+    ({"running": {}}, None),
+])
+def test_container_states_that_will_not_fix_themselves_fail_the_pod(state: dict[str, Any], told: str | None) -> None:
+    assert pod_failure(pod(**state)) == told
+
+
+def test_a_failed_pod_is_told_by_its_message() -> None:
+    failed = {"metadata": {"name": "db-0"}, "status": {"phase": "Failed", "reason": "Evicted",
+                                                       "message": "low on ephemeral storage"}}
+    assert pod_failure(failed) == "db-0 failed: low on ephemeral storage"
+
+
+def test_the_wait_doubles_from_5_s_up_to_5_minutes() -> None:
+    assert [retry_delay(n) for n in range(1, 9)] == [5, 10, 20, 40, 80, 160, 300, 300]
+
+
+def test_a_success_starts_the_count_again() -> None:
+    backoff = Backoff()
+    assert [backoff.failed() for _ in range(3)] == [5, 10, 20]
+    backoff.succeeded()
+    assert backoff.failed() == 5
