@@ -10,6 +10,7 @@ import pytest
 from mydb_operator import cli
 from mydb_operator.helm import chart_source
 from mydb_operator.helm.chart_source import ChartSource, ChartSourceError
+from mydb_operator.helm.errors import last_line
 
 BUNDLED = Path("/app/charts/mydatabase")
 REF = "oci://127.0.0.1:16400/charts/mydatabase"
@@ -154,8 +155,8 @@ def test_pulled_charts_go_under_helms_cache_else_the_temp_dir() -> None:
 
 def test_helms_message_is_its_last_line_without_the_prefix() -> None:
     stderr = "pulling...\nError: failed to perform \"FetchReference\" on source: x:9.9.9: not found\n\n"
-    assert chart_source.helm_message(stderr) == 'failed to perform "FetchReference" on source: x:9.9.9: not found'
-    assert chart_source.helm_message("") == "no message"
+    assert last_line(stderr) == 'failed to perform "FetchReference" on source: x:9.9.9: not found'
+    assert last_line("\n  \n") is None
 
 
 # --------------------------------------------------------------- fetch

@@ -11,6 +11,9 @@ from .blocking import created, exists, threaded, tolerating
 from .clients import MERGE_PATCH
 from .resources import CLAIMS, CONFIG_MAPS, DATABASES, JOBS, PODS, SECRETS, STATEFULSETS
 
+# How long storage growth waits for an orphaned StatefulSet to go before it reports the resize stalled.
+ORPHANING_SECONDS = 60.0
+
 
 @threaded
 def create_secret_once(body: dict[str, Any]) -> bool:
@@ -84,17 +87,17 @@ def delete_statefulset(namespace: str, name: str) -> None:
 
 
 @threaded
-def orphan_statefulset(namespace: str, name: str, timeout: float = 60.0) -> None:
+def orphan_statefulset(namespace: str, name: str) -> None:
     """Delete the StatefulSet but not its pods, so Helm can re-create it with a new claim template."""
     path = STATEFULSETS.path(namespace, name)
     with tolerating(404):
         clients.send("DELETE", path, {"propagationPolicy": "Orphan"})
     # The garbage collector first frees the pods (the orphan finalizer); Helm
     # cannot re-create the StatefulSet while the old one is still terminating.
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + ORPHANING_SECONDS
     while exists(lambda: clients.get(path)):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after {timeout:.0f}s")
+            raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after {ORPHANING_SECONDS:.0f}s")
         time.sleep(0.5)
 
 

@@ -18,10 +18,9 @@ def missing_keys(secret: dict[str, Any]) -> list[str]:
     return [key for key in REQUIRED_KEYS if key not in present]
 
 
-def connection_uri(
-    user: str, password: str, host: str, port: int = names.POSTGRES_PORT, database: str = "postgres"
-) -> str:
-    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/{database}"
+def connection_uri(user: str, password: str, host: str) -> str:
+    """To the `postgres` database on the chart's port."""
+    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{names.POSTGRES_PORT}/postgres"
 
 
 def new_password() -> str:

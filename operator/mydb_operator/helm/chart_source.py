@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import last_line
+
 OCI_SCHEME = "oci://"
 # HOST[:PORT] then at least one repository path component, the last being the chart's name
 # (the OCI distribution spec's grammar for components: lowercase, digits, separators inside).
@@ -114,12 +116,6 @@ def cache_root(environ: Mapping[str, str]) -> Path | None:
     return Path(helm_cache) / "mydb-operator-charts" if helm_cache else None
 
 
-def helm_message(stderr: str) -> str:
-    """Helm's own last line, without its "Error: " prefix. Pure."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return lines[-1].removeprefix("Error: ") if lines else "no message"
-
-
 def fetch(source: ChartSource, helm: str, environ: Mapping[str, str] = os.environ) -> Path:
     """Pull the chart once into a fresh directory (removed when the process exits); return the chart's directory."""
     failure = f"cannot pull the chart {source.location} version {source.version}"
@@ -145,7 +141,7 @@ def fetch(source: ChartSource, helm: str, environ: Mapping[str, str] = os.enviro
     except subprocess.TimeoutExpired:
         raise ChartSourceError(f"{failure}: helm pull took more than {PULL_TIMEOUT_SECONDS:.0f}s") from None
     if result.returncode != 0:
-        raise ChartSourceError(f"{failure}: {helm_message(result.stderr)}")
+        raise ChartSourceError(f"{failure}: {last_line(result.stderr) or 'no message'}")
     charts = [path for path in into.iterdir() if (path / "Chart.yaml").is_file()]
     if len(charts) != 1:
         raise ChartSourceError(f"{failure}: helm pull left no single chart in {into}")

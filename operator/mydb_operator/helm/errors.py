@@ -9,8 +9,13 @@ class HelmError(Exception):
     """Helm refused; the message is Helm's own last line, fit for status and Events."""
 
 
+def last_line(stderr: str) -> str | None:
+    """Helm's own last line of what it printed, without its "Error: " prefix; None when it printed nothing. Pure."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return lines[-1].removeprefix("Error: ") if lines else None
+
+
 def helm_message(error: helm_errors.Error) -> str:
-    """Helm's own last line of a failed command, without its "Error: " prefix."""
-    text = error.stderr.decode(errors="replace").strip() if isinstance(error.stderr, bytes) else str(error)
-    lines = [line for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else str(error)).removeprefix("Error: ")
+    """Helm's own last line of a failed command run through pyhelm3."""
+    text = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else str(error)
+    return last_line(text) or str(error).removeprefix("Error: ")

@@ -16,10 +16,10 @@ from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, a
 from .problem import Problem
 
 
-def endpoints(namespace: str, release: str, port: int = names.POSTGRES_PORT) -> dict[str, str]:
+def endpoints(namespace: str, release: str) -> dict[str, str]:
     return {
-        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{port}",
-        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{port}",
+        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{names.POSTGRES_PORT}",
+        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{names.POSTGRES_PORT}",
     }
 
 
