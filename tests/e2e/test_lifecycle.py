@@ -80,6 +80,35 @@ def test_growth_refused_where_the_class_cannot_expand(cluster, operator, namespa
     assert warning_reasons(cluster, namespace, "stuck").count("ExpansionNotSupported") == 1
 
 
+def test_growth_a_quota_refuses_is_told_then_goes_through_once_the_quota_allows(cluster, operator, namespace):
+    """The API server refuses the claim's growth (a ResourceQuota on requests.storage): status and a Warning
+    quote its message and Helm waits; raised quota, the next retry grows the claim."""
+    apply_db(cluster, namespace, "quota", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "quota")
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "storage"},
+             "spec": {"hard": {"requests.storage": "1536Mi"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(quota))
+    wait_for("quota counted by the controller manager", lambda: (get_json(
+        cluster, "-n", namespace, "resourcequota", "storage").get("status") or {}).get("used", {})
+        .get("requests.storage") == "1Gi")
+    revision = status(cluster, namespace, "quota")["release"]["revision"]
+    patch_spec(cluster, namespace, "quota", {"storage": "2Gi"})
+    wait_for("refusal in status", lambda: condition(cluster, namespace, "quota", "Ready").get("reason")
+             == "ResizeFailed")
+    message = condition(cluster, namespace, "quota", "Ready")["message"]
+    assert message.startswith("growing the claims to 2Gi: ") and "exceeded quota: storage" in message, message
+    wait_for("Warning event", lambda: "ResizeFailed" in warning_reasons(cluster, namespace, "quota"))
+    assert status(cluster, namespace, "quota")["release"]["revision"] == revision  # Helm waited
+    assert get_json(cluster, "-n", namespace, "pvc", "data-quota-0")["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+    cluster.kubectl("patch", "-n", namespace, "resourcequota/storage", "--type=merge",
+                    "-p", json.dumps({"spec": {"hard": {"requests.storage": "4Gi"}}}))
+    wait_for("claim grown", lambda: get_json(cluster, "-n", namespace, "pvc", "data-quota-0")
+             ["spec"]["resources"]["requests"]["storage"] == "2Gi", timeout=90)
+    wait_ready(cluster, namespace, "quota")
+    assert status(cluster, namespace, "quota")["lastOperation"]["type"] == "Resize"
+
+
 def test_minor_version_change_rolls_replicas_first_primary_last(cluster, operator, namespace):
     """15.2 -> 15.4 replaces the pods from the highest ordinal down: the primary (ordinal 0) last."""
     apply_db(cluster, namespace, "roll", {"replicas": 3, "version": "15.2", "storage": "1Gi"})

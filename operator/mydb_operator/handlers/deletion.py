@@ -53,8 +53,8 @@ async def delete_database(
         raise kopf.TemporaryError(f"deleting: {failure_detail(error)}", delay=10) from None
     how = "its objects go with it (garbage collector)" if collected else "its release uninstalled"
     if plan.delete_claims:
-        secret = "the operator's Secret" if plan.delete_secret else "not your Secret"
-        told = f"deleted, {how}, with claims {claims} and {secret} (deletionPolicy Delete)"
+        secret = "and the operator's Secret" if plan.delete_secret else "(the Secret you supplied is kept)"
+        told = f"deleted, {how}, with claims {claims} {secret} (deletionPolicy Delete)"
         log.info("%s/%s: %s", namespace, name, told)
     else:
         log.info("%s/%s: deleted, %s; its claims and Secret are kept (deletionPolicy Retain)", namespace, name, how)
