@@ -3,6 +3,8 @@ take the newer one's wake-up with it (a MyDatabase deleted and made again under 
 
 from __future__ import annotations
 
+import asyncio
+
 from mydb_operator.handlers.wakeups import Wakeups
 
 
@@ -25,3 +27,22 @@ def test_an_older_daemon_leaving_keeps_the_newer_ones_wake_up() -> None:
     assert newer.is_set() and not older.is_set()
     assert wakeups.unregister(("ns", "db"), newer) is True
     wakeups.poke("ns", "db")  # nobody left: nothing to wake, no error
+
+
+def test_waiting_for_a_daemon_to_leave_ends_when_it_unregisters() -> None:
+    async def scenario() -> list[str]:
+        wakeups, seen = Wakeups(), []
+        await wakeups.wait_gone(("ns", "none"))  # no daemon: at once
+        older = wakeups.register(("ns", "db"))
+        newer = wakeups.register(("ns", "db"))
+        waiting = asyncio.create_task(wakeups.wait_gone(("ns", "db")))
+        await asyncio.sleep(0.05)
+        wakeups.unregister(("ns", "db"), older)  # not the daemon that holds the key
+        await asyncio.sleep(0.05)
+        seen.append("waiting" if not waiting.done() else "released early")
+        wakeups.unregister(("ns", "db"), newer)
+        await asyncio.wait_for(waiting, 1)
+        seen.append("released")
+        return seen
+
+    assert asyncio.run(scenario()) == ["waiting", "released"]

@@ -6,6 +6,7 @@ the MyDatabase is gone. Older releases, or a chart that does not own its objects
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -20,6 +21,9 @@ from ..status.phases import DELETING
 from .memo import OperatorMemo
 
 log = logging.getLogger(__name__)
+# kopf tells the daemon to stop when deletion starts and cancels it after its cancellation_timeout
+# (10 s); a Helm run it was in then ends, and pyhelm3 waits for the process. Longer than that.
+DAEMON_EXIT_SECONDS = 30.0
 
 
 @kopf.on.delete(names.GROUP, names.VERSION, names.PLURAL)
@@ -29,6 +33,13 @@ async def delete_database(
     """Forget the release; keep the data and its Secret unless deletionPolicy is Delete."""
     assert namespace is not None  # MyDatabase is a namespaced resource
     memo.runtime.rollouts.leave((namespace, name))
+    # kopf stops the daemon while this handler runs: a Helm run it is in would write its release
+    # record after the records are deleted below, and that record would outlive the database.
+    try:
+        async with asyncio.timeout(DAEMON_EXIT_SECONDS):
+            await memo.wakeups.wait_gone((namespace, name))
+    except TimeoutError:
+        log.warning("%s/%s: a reconcile still runs after %.0fs; deleting anyway", namespace, name, DAEMON_EXIT_SECONDS)
     plan = deletion_plan(dict(spec))
     observed = memo.runtime.children.observation(namespace, name)
     collected = owned_by(observed.statefulset if observed else None, meta.get("uid") or "")

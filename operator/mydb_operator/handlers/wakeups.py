@@ -21,6 +21,7 @@ class Wakeups:
 
     def __init__(self) -> None:
         self._events: dict[Key, asyncio.Event] = {}
+        self._gone: dict[Key, asyncio.Event] = {}  # set when the key's daemon leaves (deletion waits on it)
 
     def poke(self, namespace: str | None, name: str | None) -> None:
         event = self._events.get((namespace or "", name or ""))
@@ -33,10 +34,18 @@ class Wakeups:
         wake = self._events[key] = asyncio.Event()
         return wake
 
+    async def wait_gone(self, key: Key) -> None:
+        """Return once the database's daemon has exited: its pass done, and any Helm run in it."""
+        if key in self._events:
+            await self._gone.setdefault(key, asyncio.Event()).wait()
+
     def unregister(self, key: Key, wake: asyncio.Event) -> bool:
         """Forget the database's wake-up, unless a newer daemon for it took the key; True when forgotten."""
         if self._events.get(key) is wake:
             del self._events[key]
+            gone = self._gone.pop(key, None)
+            if gone is not None:
+                gone.set()
             return True
         return False
 
