@@ -295,6 +295,9 @@ def test_hibernation_scales_statefulset_to_zero(render):
     out = render(seed(replicas=0))
     assert out.get("StatefulSet", RELEASE)["spec"]["replicas"] == 0
     assert out.kinds("Service") and out.kinds("CronJob")
+    # No server to dump: the schedule waits (a failed Job each night would raise BackupHealthy's alarm).
+    assert out.kinds("CronJob")[0]["spec"]["suspend"] is True
+    assert render(seed()).kinds("CronJob")[0]["spec"]["suspend"] is False
 
 
 def test_parameters_render_sorted_and_quoted(render):
@@ -327,6 +330,26 @@ def test_parameter_change_rolls_pods(render):
     # Only the ConfigMap's data counts: the owner (set once per database) and labels restart nothing.
     owner = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "name": RELEASE, "uid": "u-1"}
     assert checksum(seed(owner=owner)) == base
+
+
+@pytest.mark.parametrize("script, restarts", [
+    ("entrypoint.sh", True), ("primary-init.sh", True), ("replica-bootstrap.sh", True), ("restore.sh", True),
+    ("credentials.sh", True), ("backup.sh", False), ("prune.sh", False), ("test-connection.sh", False),
+])
+def test_only_the_scripts_database_pods_run_restart_them(helm, tmp_path, script, restarts):
+    """A fixed backup or test script reaches its next run through the ConfigMap; only a script the
+    database pods run changes their checksum/scripts annotation."""
+    def checksum(chart):
+        res = helm("template", RELEASE, str(chart), values=seed())
+        assert res.returncode == 0, res.stderr
+        [sts] = [d for d in yaml.safe_load_all(res.stdout) if d and d["kind"] == "StatefulSet"]
+        return sts["spec"]["template"]["metadata"]["annotations"]["checksum/scripts"]
+
+    changed = tmp_path / "chart"
+    shutil.copytree(CHART, changed)
+    path = changed / "scripts" / script
+    path.write_text(path.read_text() + "# changed\n")
+    assert (checksum(changed) != checksum(CHART)) is restarts
 
 
 def test_standard_labels_everywhere(render):

@@ -70,6 +70,19 @@ def test_failed_backup_exits_nonzero_and_writes_nothing(primary, backup_job, fai
     assert job.files() == [old, f"{old}.sha256"]
 
 
+def test_a_checksum_that_fails_fails_the_backup_and_publishes_nothing(primary, backup_job):
+    """sha256sum failing (an I/O error on the volume) must not publish the dump with an empty checksum,
+    which a restore of `latest` would pick and then refuse."""
+    job = backup_job()
+    broken = job.machine.mkdir(job.home / "broken-bin")
+    (broken / "sha256sum").write_text("#!/bin/sh\necho 'sha256sum: read error' >&2\nexit 1\n")
+    (broken / "sha256sum").chmod(0o755)
+    result = job.run(PATH=f"{broken}:{job.env['PATH']}")
+    assert result.returncode != 0
+    assert "sha256sum: read error" in result.stderr, result.stderr
+    assert job.files() == []
+
+
 def test_dump_killed_midway_is_cleaned_up_by_the_next_run(primary, backup_job):
     """A backup pod killed while pg_dump runs (node lost, OOM) cannot clean up after
     itself; its partial file is never listed as a dump, and the next run removes it

@@ -35,7 +35,10 @@ partial="$BACKUP_DIR/.$name.partial"
 trap 'rm -f "$partial" "$partial.sha256"; rm -rf "$private"' EXIT
 
 pg_dump -Fc -f "$partial"
-sum="$(sha256sum "$partial" | cut -d' ' -f1)"
+# No pipe: sh has no pipefail, and a checksum that failed must fail the backup, not publish it.
+sha256sum "$partial" > "$partial.sha256"
+sum="$(cut -d' ' -f1 < "$partial.sha256")"
+[ "${#sum}" -eq 64 ] || { echo "backup: no checksum of $partial" >&2; exit 1; }
 printf '%s  %s\n' "$sum" "$name" > "$partial.sha256"
 
 # Checksum first, dump last: the dump's appearance marks a finished backup.
