@@ -110,14 +110,15 @@ def test_a_file_that_is_not_a_usable_mydatabase_is_refused_plainly(helm_bin, tmp
     expected = {
         "missing.yaml": "No such file or directory",
         "list.yaml": "expected exactly one MyDatabase, found 0",
-        "broken.yaml": "while parsing",
+        "broken.yaml": "not YAML: line 2, column 1: expected the node content",
         "nameless.yaml": "the MyDatabase has no metadata.name",
         "typo.yaml": "invalid MyDatabase: spec.replicas: must be an integer, got 'three'",
     }
     for name, text in cases.items():
         if text is not None:
             (tmp_path / name).write_text(text)
-        result = cli(helm_bin, "values", "-f", str(tmp_path / name))
-        assert result.returncode != 0, name
-        assert expected[name] in result.stderr, (name, result.stderr)
-        assert "Traceback" not in result.stderr, (name, result.stderr)
+        for command in ("values", "render"):
+            result = cli(helm_bin, command, "-f", str(tmp_path / name))
+            assert result.returncode != 0, (command, name)
+            assert expected[name] in result.stderr, (command, name, result.stderr)
+            assert len(result.stderr.strip().splitlines()) == 1, (command, name, result.stderr)

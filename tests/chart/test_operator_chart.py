@@ -142,8 +142,8 @@ def test_watch_namespaces_gives_a_role_per_namespace(render):
 ], ids=["cluster-wide", "namespaced", "service-monitor", "rbac-only", "leader-election"])
 def test_least_privilege_everywhere(render, values):
     """In every shape of the chart: no wildcard group, resource or verb; no verb that
-    grants power over RBAC or identities; Secrets can only be created and deleted
-    (never read, listed or watched), by exactly one rule."""
+    grants power over RBAC or identities; Secrets only got (a user's Secret is checked by name),
+    created and deleted, never listed or watched, by exactly one rule."""
     out = render(values)
     roles = out.kinds("Role") + out.kinds("ClusterRole")
     assert roles

@@ -82,6 +82,12 @@ def make_stuck(cluster, namespace: str, name: str, state: str) -> int:
     return int(latest["metadata"]["labels"]["version"])
 
 
+def logged(operator, prefix: str, text: str) -> bool:
+    """One line of the operator's log, since it started, about this database (its "ns/name: " prefix)
+    and saying `text`: a line about another test's database does not count."""
+    return any(prefix in line and text in line for line in operator.log_since_start().splitlines())
+
+
 def sts_replicas(cluster, namespace: str, name: str) -> int | None:
     return (get_json(cluster, "-n", namespace, "statefulset", name).get("spec") or {}).get("replicas")
 
@@ -254,11 +260,12 @@ class Chaos:
 
 
 def test_sigkill_chaos_converges_and_loses_nothing(cluster, operator, namespace):
-    """SIGKILLs of the operator (and its Helm runs) amid creates, scales, schedule edits and deletes lose nothing.
+    """SIGKILLs of the operator amid creates, scales, schedule edits and deletes lose nothing.
 
     30 MyDatabases are created, updated and partly deleted while the operator
     is killed at seeded random moments (>= 3 rounds; some CR writes land while
-    it is down). Afterwards every remaining CR is Ready with its last spec
+    it is down), each aimed at a Helm run when one starts within 5 s (how many
+    Helm runs died with it is printed: a timing, not a claim the checks need). Afterwards every remaining CR is Ready with its last spec
     (StatefulSet replicas, CronJob schedule, observedGeneration), Helm holds
     exactly one deployed release per remaining CR (the latest revision; none
     failed, duplicated or orphaned, so releases a kill left pending were
@@ -463,7 +470,7 @@ def test_release_stuck_pending_upgrade_or_rollback_is_recovered(cluster, operato
         patch_spec(cluster, namespace, "stuck", {"replicas": replicas})
         assert_recovered(cluster, namespace, "stuck", replicas, above=stuck_at)
         assert condition(cluster, namespace, "stuck", "Ready")["status"] == "True"
-    assert "was left half-done" in operator.log_since_start()
+    assert f"release {namespace}/stuck was left half-done" in operator.log_since_start()
 
 
 def test_release_stuck_pending_install_or_uninstalling_is_recovered_keeping_the_data(cluster, operator, namespace):
@@ -525,14 +532,14 @@ def test_refused_upgrade_backs_off_without_rollback_or_event_storm(cluster, oper
         entries = history(cluster, namespace, "rigid")
         attempts = max(e["revision"] for e in entries) - before
         print(f"\nrefused upgrade: {attempts} Helm attempts in ~60 s, history lengths {sorted(set(lengths))}")
-        assert 1 <= attempts <= 5, (attempts, entries)
+        assert 3 <= attempts <= 5, (attempts, entries)  # the first and its retries 5, 15 and 35 s later
         assert max(lengths) <= HISTORY_MAX and len(entries) <= HISTORY_MAX, (lengths, entries)
         assert not [e for e in entries if "rollback" in (e.get("description") or "").lower()], entries
         failed = sorted((e for e in entries if e["revision"] > before), key=lambda e: e["revision"])
         assert all(e["status"] == "failed" for e in failed), failed
         retries = [line for line in custom.log_since_start().splitlines() if f"{namespace}/rigid: HelmFailed" in line]
         delays = [int(m) for m in re.findall(r"retry in (\d+)s", "\n".join(retries))]
-        assert delays == [BACKOFF_FIRST * 2 ** i for i in range(len(delays))], delays
+        assert len(delays) >= 3 and delays == [BACKOFF_FIRST * 2 ** i for i in range(len(delays))], delays
         warnings = warning_events(cluster, namespace, "rigid", "HelmFailed")
         assert len(warnings) == 1 and event_count(warnings) == 1, warnings
         assert status(cluster, namespace, "rigid")["phase"] == "Failed"
@@ -560,7 +567,7 @@ def test_statefulset_scaled_by_hand_is_scaled_back(cluster, operator, namespace)
     wait_for("StatefulSet back at 2", lambda: sts_replicas(cluster, namespace, "drift") == 2, timeout=30)
     wait_ready(cluster, namespace, "drift")
     assert status(cluster, namespace, "drift")["readyReplicas"] == 2
-    assert "the StatefulSet has 4 replicas instead of 2" in operator.log_since_start()
+    assert logged(operator, f"{namespace}/drift: ", "the StatefulSet has 4 replicas instead of 2")
 
 
 def test_deleted_backup_cronjob_is_recreated(cluster, operator, namespace):
@@ -572,7 +579,7 @@ def test_deleted_backup_cronjob_is_recreated(cluster, operator, namespace):
              .get("metadata", {}).get("uid") not in (None, uid), timeout=60)
     assert cron_schedule(cluster, namespace, "drift") == "0 3 * * *"
     wait_ready(cluster, namespace, "drift")
-    assert "the backup CronJob is missing" in operator.log_since_start()
+    assert logged(operator, f"{namespace}/drift: ", "the backup CronJob is missing")
 
 
 def test_backup_schedule_edited_by_hand_is_put_back(cluster, operator, namespace):
@@ -582,7 +589,7 @@ def test_backup_schedule_edited_by_hand_is_put_back(cluster, operator, namespace
                     "-p", '{"spec":{"schedule":"*/5 * * * *"}}')
     wait_for("schedule put back", lambda: cron_schedule(cluster, namespace, "drift") == "0 3 * * *", timeout=30)
     wait_ready(cluster, namespace, "drift")
-    assert "the backup CronJob's schedule was changed" in operator.log_since_start()
+    assert logged(operator, f"{namespace}/drift: ", "the backup CronJob's schedule was changed")
 
 
 # ---------------------------------------------------- 6. missing StorageClass

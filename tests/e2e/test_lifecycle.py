@@ -53,11 +53,10 @@ def test_storage_grows_without_restarting_pods(cluster, operator, namespace):
     wait_for("claims at 3Gi", lambda: sorted(
         c["status"].get("capacity", {}).get("storage") for c in get_json(cluster, "-n", namespace, "pvc")["items"]
     ) == ["3Gi", "3Gi"])
-    wait_for("Resizing condition cleared", lambda: condition(cluster, namespace, "grow", "Resizing")
-             .get("status") == "False")
-    wait_for("lastOperation Resize succeeded", lambda: status(cluster, namespace, "grow").get("lastOperation", {})
-             .get("result") == "Succeeded")
-    assert status(cluster, namespace, "grow")["lastOperation"]["type"] == "Resize"
+    # Not "Resizing False" alone: a database at rest shows that before the resize starts.
+    wait_for("lastOperation Resize succeeded", lambda: (lambda op: (op.get("type"), op.get("result")))(
+        status(cluster, namespace, "grow").get("lastOperation", {})) == ("Resize", "Succeeded"))
+    assert condition(cluster, namespace, "grow", "Resizing")["reason"] == "AtRequestedSize"
     wait_ready(cluster, namespace, "grow")
     assert pod_uids(cluster, namespace, "grow") == before, "pods were restarted by the resize"
 

@@ -6,6 +6,7 @@ import copy
 import datetime
 import logging
 import socket
+import time
 import urllib.request
 from typing import Any
 
@@ -357,8 +358,10 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
     assert me.try_acquire()
     monkeypatch.setattr(leases, "read_namespaced_lease", refused)
     lost = threading.Event()
+    started = time.monotonic()
     renewing = me.keep(on_lost=lost.set)
     assert lost.wait(timeout=5), "the renewal thread died or never gave up"
+    assert time.monotonic() - started >= 0.8, "gave up before its Lease could have expired"
     renewing.join(timeout=2)
     assert not renewing.is_alive()
 

@@ -25,8 +25,12 @@ def load_database(path: str) -> dict[str, Any]:
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
         documents = list(yaml.safe_load_all(text))
-    except (OSError, yaml.YAMLError) as error:
-        raise SystemExit(f"{path}: {error}") from None
+    except OSError as error:
+        raise SystemExit(f"{path}: {error.strerror or error}") from None
+    except yaml.YAMLError as error:  # one line: where, and what the parser expected
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise SystemExit(f"{path}: not YAML: {where}{getattr(error, 'problem', None) or error}") from None
     databases = [d for d in documents if isinstance(d, dict) and d.get("kind") == names.KIND]
     if len(databases) != 1:
         raise SystemExit(f"{path}: expected exactly one {names.KIND}, found {len(databases)}")
