@@ -164,6 +164,16 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.when == "call":
         item.call_report = report
-    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+    if IN_CI and (report.skipped or hasattr(report, "wasxfail")):  # an xfail would hide a known failure too
         report.outcome = "failed"
-        report.longrepr = f"skipped under CI=true, which must run every test: {report.longrepr}"
+        report.longrepr = f"skipped or xfailed under CI=true, which must run every test: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a whole module skipped while collecting it (a module-level skip, importorskip)."""
+    outcome = yield
+    report = outcome.get_result()
+    if IN_CI and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = f"skipped at collection under CI=true, which must run every test: {report.longrepr}"
