@@ -98,7 +98,7 @@ def test_seed_statefulset(seeded):
     assert env["PGDATA"]["value"] == "/var/lib/postgresql/data/pgdata"
     assert env["PGPORT"]["value"] == "5432"
     assert env["PRIMARY_HOST"]["value"] == f"{RELEASE}-0.{RELEASE}-headless.{NAMESPACE}.svc"
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+    for probe in ("startupProbe", "readinessProbe"):
         cmd = pg[probe]["exec"]["command"]
         assert cmd[0] == "pg_isready" and "127.0.0.1" in cmd, probe
     mounts = {m["mountPath"]: m["name"] for m in pg["volumeMounts"]}
@@ -689,3 +689,28 @@ def test_restore_without_claim_name_fails_clearly(helm):
     res = helm("template", RELEASE, str(CHART), values=seed(restore={"enabled": True}))
     assert res.returncode != 0
     assert "restore.claimName is required" in res.stderr, res.stderr
+
+
+def test_scripts_use_no_psql_command_newer_than_the_oldest_supported_major():
+    """The chart runs PostgreSQL 13 to 17 with the image's own psql: \\getenv (psql 15) made every
+    13 and 14 primary fail its first boot. Only this host's PostgreSQL 15 runs the scripts in tests/postgres,
+    so the commands newer than 13 are refused here by name."""
+    newer_than_13 = ("\\getenv", "\\bind", "\\dconfig", "\\close", "\\parse", "\\bind_named")
+    for script in sorted((CHART / "scripts").glob("*.sh")):
+        text = script.read_text()
+        assert not [c for c in newer_than_13 if c in text], script.name
+
+
+@pytest.mark.parametrize("answer, alive", [(0, True), (1, True), (2, False)],
+                         ids=["accepting", "rejecting-in-recovery", "no-answer"])
+def test_liveness_fails_only_when_the_server_does_not_answer(render, tmp_path, answer, alive):
+    """The liveness command as the kubelet runs it, with a pg_isready that answers `answer`: a server
+    in crash recovery (1, rejecting) is left to finish; one that does not answer (2) is restarted."""
+    pg = render(seed()).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]["containers"][0]
+    command = pg["livenessProbe"]["exec"]["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and "-h 127.0.0.1 -p 5432" in command[2]
+    fake = tmp_path / "pg_isready"
+    fake.write_text(f"#!/bin/sh\nexit {answer}\n")
+    fake.chmod(0o755)
+    probe = subprocess.run(command, env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, timeout=10)
+    assert (probe.returncode == 0) is alive, probe

@@ -151,7 +151,8 @@ class Machine:
         "username": SUPERUSER,
         "password": "pw-" + secrets.token_urlsafe(12),
         "replication-username": REPLICATION_USER,
-        "replication-password": "rp-" + secrets.token_urlsafe(12),
+        # A quote, a backslash and a space: every script must pass it through intact (psql, libpq's pgpass).
+        "replication-password": "rp-" + secrets.token_urlsafe(12) + " it's \\ odd",
     })
 
     @property

@@ -17,6 +17,12 @@ credential() {
   cat "$CREDENTIALS_DIR/$1"
 }
 
+# psql_quoted VALUE: VALUE for a single-quoted psql meta-command argument
+# (\set name 'VALUE'): each \ doubled, each ' doubled.
+psql_quoted() {
+  printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/''/g"
+}
+
 # write_passfile FILE USER PASSWORD: a libpq password file (mode 0600, as libpq
 # requires) that matches any host, port and database for USER. Give it
 # variables, not "$(credential ...)": a failure inside an argument's command

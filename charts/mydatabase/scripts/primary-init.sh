@@ -58,9 +58,9 @@ superuser="$(credential username)"
 password="$(credential password)"
 replication_user="$(credential replication-username)"
 replication_password="$(credential replication-password)"
-# Passwords go through files (and psql's own environment for the one SQL
-# statement), never the command line (visible in ps) and never into
-# shell-expanded SQL (quoting bugs, injection).
+# Passwords go through files (and psql's stdin for the one SQL statement,
+# as escaped psql variables), never the command line (visible in ps) and
+# never into shell-expanded SQL (quoting bugs, injection).
 printf '%s\n' "$password" > "$work/pwfile"
 write_passfile "$work/pgpass" "$superuser" "$password"
 initdb -D "$new" -U "$superuser" --pwfile="$work/pwfile" \
@@ -82,11 +82,15 @@ pg_ctl -D "$new" -w -l "$work/init.log" \
 # If the SQL fails, do not leave the private server running.
 trap 'pg_ctl -D "$new" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-REPLICATION_USER="$replication_user" REPLICATION_PASSWORD="$replication_password" \
-  PGPASSFILE="$work/pgpass" psql -h "$work" -p "$PGPORT" -U "$superuser" \
-  -d postgres -v ON_ERROR_STOP=1 -q <<'SQL'
-\getenv repl_user REPLICATION_USER
-\getenv repl_password REPLICATION_PASSWORD
+# The names and password reach psql as variables set on its stdin (its getenv command is 15's, and
+# the chart runs 13 to 17): a meta-command's quoted argument takes '' for ' and \\ for \,
+# and psql quotes the values for SQL itself (:"name", :'literal').
+repl_user_arg="$(psql_quoted "$replication_user")"
+repl_password_arg="$(psql_quoted "$replication_password")"
+PGPASSFILE="$work/pgpass" psql -h "$work" -p "$PGPORT" -U "$superuser" \
+  -d postgres -v ON_ERROR_STOP=1 -q <<SQL
+\\set repl_user '$repl_user_arg'
+\\set repl_password '$repl_password_arg'
 CREATE ROLE :"repl_user" WITH REPLICATION LOGIN PASSWORD :'repl_password';
 SQL
 
