@@ -175,6 +175,17 @@ def test_backup_disabled_renders_no_backup_objects(render):
     assert "StatefulSet" in {d["kind"] for d in out.docs}
 
 
+def test_a_backup_job_has_a_deadline(render, helm):
+    """One run at a time (Forbid): without a deadline a hung dump would skip every later schedule."""
+    cron = render(seed()).kinds("CronJob")[0]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert cron["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 21600
+    cron = render(seed(backup={**SEED_VALUES["backup"], "deadlineSeconds": 3600})).kinds("CronJob")[0]
+    assert cron["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 3600
+    refused = helm("template", RELEASE, str(CHART), values=seed(backup={**SEED_VALUES["backup"], "deadlineSeconds": 5}))
+    assert refused.returncode != 0 and "deadlineSeconds" in refused.stderr, refused.stderr
+
+
 def test_backup_volume_access_modes(render):
     """The backups claim is ReadWriteOnce unless backup.storage.accessModes says
     otherwise (ReadWriteMany lets a restoring database on another node mount it)."""

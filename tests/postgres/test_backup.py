@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -83,36 +84,55 @@ def test_a_checksum_that_fails_fails_the_backup_and_publishes_nothing(primary, b
     assert job.files() == []
 
 
+@contextmanager
+def table_locked(primary, table: str):
+    """A session holding an ACCESS EXCLUSIVE lock on `table` (a stuck migration, say): pg_dump waits for it."""
+    machine = primary.machine
+    primary.sql(f"CREATE TABLE {table} (id int)")
+    holder = machine.popen(
+        ["psql", "-X", "-h", primary.ip, "-p", str(machine.port), "-U", machine.secret["username"],
+         "-c", f"BEGIN; LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60)"],
+        {"PATH": machine.path, "PGPASSWORD": machine.secret["password"], "PGAPPNAME": "lock-holder"},
+        machine.root / "lock-holder.log")
+    try:
+        wait_for("the lock to be held", lambda: primary.sql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            f"WHERE c.relname = '{table}' AND l.mode = 'AccessExclusiveLock' AND l.granted") == "1")
+        yield
+    finally:
+        primary.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name IN ('lock-holder', 'pg_dump')")
+        holder.wait(timeout=10)
+
+
+def test_a_table_locked_too_long_fails_the_backup_with_the_reason(primary, backup_job):
+    """pg_dump gives up waiting for a lock after LOCK_WAIT_TIMEOUT (600 s in the Job) instead of hanging
+    until the Job's deadline: the backup fails, says why, and publishes nothing."""
+    job = backup_job()
+    with table_locked(primary, "migrating"):
+        started = time.monotonic()
+        result = job.run(LOCK_WAIT_TIMEOUT="1s")
+        took = time.monotonic() - started
+    assert result.returncode != 0 and took < 30, (result.returncode, took)
+    assert "LOCK TABLE public.migrating" in result.stderr and "timeout" in result.stderr, result.stderr
+    assert job.files() == []
+
+
 def test_dump_killed_midway_is_cleaned_up_by_the_next_run(primary, backup_job):
     """A backup pod killed while pg_dump runs (node lost, OOM) cannot clean up after
     itself; its partial file is never listed as a dump, and the next run removes it
     and writes a complete dump."""
-    machine = primary.machine
-    primary.sql("CREATE TABLE lock_check (id int)")
-    # Hold a lock that pg_dump waits for, so the job is surely mid-dump when killed.
-    holder = machine.popen(
-        ["psql", "-X", "-h", primary.ip, "-p", str(machine.port), "-U", machine.secret["username"],
-         "-c", "BEGIN; LOCK TABLE lock_check IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60)"],
-        {"PATH": machine.path, "PGPASSWORD": machine.secret["password"], "PGAPPNAME": "lock-holder"},
-        machine.root / "lock-holder.log")
     job = backup_job()
-    proc = None
-    try:
-        wait_for("the lock to be held", lambda: primary.sql(
-            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-            "WHERE c.relname = 'lock_check' AND l.mode = 'AccessExclusiveLock' AND l.granted") == "1")
+    # A lock that pg_dump waits for, so the job is surely mid-dump when killed.
+    with table_locked(primary, "lock_check"):
         proc = job.start()
-        wait_for("pg_dump to wait for the lock", lambda: primary.sql(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pg_dump' "
-            "AND wait_event_type = 'Lock'") == "1")
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc is not None and proc.poll() is None:
+        try:
+            wait_for("pg_dump to wait for the lock", lambda: primary.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pg_dump' "
+                "AND wait_event_type = 'Lock'") == "1")
+        finally:
             os.killpg(proc.pid, signal.SIGKILL)
-        primary.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name IN ('lock-holder', 'pg_dump')")
-        holder.wait(timeout=10)
+            proc.wait(timeout=10)
     leftovers = job.files()
     assert leftovers and all(f.startswith(".") and ".partial" in f for f in leftovers), leftovers
     assert job.dumps() == []

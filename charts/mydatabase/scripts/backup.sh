@@ -9,6 +9,7 @@
 #                    as the superuser, its password in a private password file
 #   PGDATABASE   database to dump (default postgres)
 #   BACKUP_DIR   target directory
+#   LOCK_WAIT_TIMEOUT  how long pg_dump waits for a table's lock (default 600s)
 set -eu
 
 : "${PGHOST:?PGHOST is required}"
@@ -34,7 +35,9 @@ rm -f "$BACKUP_DIR"/.*.dump.partial "$BACKUP_DIR"/.*.dump.partial.sha256
 partial="$BACKUP_DIR/.$name.partial"
 trap 'rm -f "$partial" "$partial.sha256"; rm -rf "$private"' EXIT
 
-pg_dump -Fc -f "$partial"
+# A table someone holds locked (a stuck migration) fails the dump after this wait, with the
+# reason, instead of leaving it waiting until the Job's deadline.
+pg_dump -Fc --lock-wait-timeout="${LOCK_WAIT_TIMEOUT:-600s}" -f "$partial"
 # No pipe: sh has no pipefail, and a checksum that failed must fail the backup, not publish it.
 sha256sum "$partial" > "$partial.sha256"
 sum="$(cut -d' ' -f1 < "$partial.sha256")"
