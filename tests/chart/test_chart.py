@@ -725,3 +725,27 @@ def test_liveness_fails_only_when_the_server_does_not_answer(render, tmp_path, a
     fake.chmod(0o755)
     probe = subprocess.run(command, env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, timeout=10)
     assert (probe.returncode == 0) is alive, probe
+
+
+def test_names_and_values_yaml_would_read_as_numbers_or_booleans_stay_strings(helm):
+    """A MyDatabase may be named 1234, and a StorageClass true: rendered unquoted, YAML would make them a
+    number or a boolean, and the API server would refuse the objects."""
+    res = helm("template", "1234", str(CHART), "--set-string", "storage.storageClassName=true",
+               "--set-string", "backup.storage.storageClassName=1", "--set-string", "credentials.secretName=007",
+               "--set-string", "restore.claimName=2024", values=seed(restore={"enabled": True, "backup": "latest"}))
+    assert res.returncode == 0, res.stderr
+
+    def scalars(node, path=""):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from scalars(value, f"{path}.{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                yield from scalars(value, f"{path}[{index}]")
+        else:
+            yield path, node
+
+    for doc in (d for d in yaml.safe_load_all(res.stdout) if d):
+        for path, value in scalars(doc):
+            if path.endswith((".name", ".instance", "storageClassName", "secretName", "claimName", ".value")):
+                assert isinstance(value, str), (doc["kind"], path, value)

@@ -41,7 +41,7 @@ can change (version, chart, component) belongs here.
 */}}
 {{- define "mydatabase.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "mydatabase.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{/*
@@ -182,7 +182,7 @@ nobody else; the scripts copy what they need into private password files.
 {{- define "mydatabase.credentialsVolume" -}}
 - name: credentials
   secret:
-    secretName: {{ include "mydatabase.secretName" . }}
+    secretName: {{ include "mydatabase.secretName" . | quote }}
     defaultMode: 0440
 {{- end -}}
 
