@@ -83,7 +83,7 @@ def test_a_cronjob_deleted_since_the_cache_saw_it_leaves_the_request_for_the_nex
     assert api.jobs == {}
 
 
-def test_a_job_the_api_refuses_leaves_the_request_open_with_a_warning(api: FakeApi,
+def test_a_job_the_api_refuses_answers_the_request_with_one_warning(api: FakeApi,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     async def refuse(body: dict[str, Any]) -> bool:
         error = ApiException(status=403, reason="Forbidden")
@@ -93,6 +93,17 @@ def test_a_job_the_api_refuses_leaves_the_request_open_with_a_warning(api: FakeA
     monkeypatch.setattr(writes, "create_job_once", refuse)
     previous = {"backup": {"lastOnDemandRequest": "t0", "lastOnDemandJob": "db-backup-t0"}}
     fields, events = backup(asked("t1"), previous)
-    assert fields == previous["backup"]  # t1 unanswered: the next pass asks again
+    assert fields == {"lastOnDemandRequest": "t1"}  # answered: one Warning, not one per pass
     assert events == [("Warning", "BackupRequestFailed",
                        "backup-now=t1: exceeded quota: jobs, requested: count/jobs.batch=1")]
+    assert backup(asked("t1"), {"backup": fields}) == (fields, [])  # the next pass: nothing again
+
+
+def test_an_unreachable_api_leaves_the_request_open_without_a_warning(api: FakeApi,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    async def unreachable(body: dict[str, Any]) -> bool:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(writes, "create_job_once", unreachable)
+    previous = {"backup": {"lastOnDemandRequest": "t0", "lastOnDemandJob": "db-backup-t0"}}
+    assert backup(asked("t1"), previous) == (previous["backup"], [])

@@ -19,6 +19,9 @@ from .wakeups import sleep_until_poked
 
 log = logging.getLogger(__name__)
 DEBOUNCE = 0.5  # seconds between reconciles of one database, so a burst of events becomes one
+# kopf cancels a daemon this long after telling it to stop (deletion, shutdown); a Helm run it is
+# in then ends, and pyhelm3 waits for the process.
+CANCELLATION_SECONDS = 10.0
 
 
 def snapshot_of(body: kopf.Body) -> dict[str, Any]:
@@ -26,7 +29,7 @@ def snapshot_of(body: kopf.Body) -> dict[str, Any]:
     return {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
 
 
-@kopf.daemon(names.GROUP, names.VERSION, names.PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(names.GROUP, names.VERSION, names.PLURAL, cancellation_timeout=CANCELLATION_SECONDS)
 async def run_database(
     body: kopf.Body, namespace: str | None, name: str, stopped: kopf.DaemonStopped, memo: OperatorMemo, **_: Any
 ) -> None:

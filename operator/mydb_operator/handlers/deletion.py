@@ -18,12 +18,12 @@ from ..cluster.failures import API_FAILURES, failure_detail
 from ..helm.errors import HelmError
 from ..policy.deletion import deletion_plan, owned_by
 from ..status.phases import DELETING
+from .daemon import CANCELLATION_SECONDS
 from .memo import OperatorMemo
 
 log = logging.getLogger(__name__)
-# kopf tells the daemon to stop when deletion starts and cancels it after its cancellation_timeout
-# (10 s); a Helm run it was in then ends, and pyhelm3 waits for the process. Longer than that.
-DAEMON_EXIT_SECONDS = 30.0
+# How long deletion waits for the daemon to leave: its cancellation, and room for Helm to exit.
+DAEMON_EXIT_SECONDS = 3 * CANCELLATION_SECONDS
 
 
 @kopf.on.delete(names.GROUP, names.VERSION, names.PLURAL)

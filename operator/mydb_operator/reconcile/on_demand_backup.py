@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import names
 from ..cluster import reads, writes
-from ..cluster.failures import API_FAILURES, failure_detail
+from ..cluster.failures import API_FAILURES, failure_detail, refused
 from ..desired.backup_job import on_demand_job
 from ..model.observation import Observation
 from ..policy.backups import requested
@@ -36,8 +36,13 @@ async def backup_on_demand(
         job = on_demand_job(cronjob, name, token)
         await writes.create_job_once(job)
     except API_FAILURES as error:
-        # Unanswered, the request stays open for the next pass; the rest of this one is still stored.
-        return earlier, [("Warning", "BackupRequestFailed", f"backup-now={token}: {failure_detail(error)}")]
+        if refused(error):  # a quota or a policy: answered, once; a new annotation value asks again
+            return {"lastOnDemandRequest": token}, [
+                ("Warning", "BackupRequestFailed", f"backup-now={token}: {failure_detail(error)}")
+            ]
+        # Unreachable: the request stays open for the next pass; the rest of this one is still stored.
+        log.warning("%s/%s: backup-now=%s waits: %s", namespace, name, token, failure_detail(error))
+        return earlier, []
     log.info("%s/%s: on-demand backup %s started as Job %s", namespace, name, token, job["metadata"]["name"])
     return (
         {"lastOnDemandRequest": token, "lastOnDemandJob": job["metadata"]["name"]},
