@@ -39,6 +39,11 @@ NODE_LABEL = "node.mydb.local/real"  # label and taint key: only pods that ask l
 BRIDGE = "mydb0"
 NODE_SUBNET = "198.18.128.0/24"  # the real node's pods, apart from kwok's 198.18.0.0/17
 NODE_IP = "198.18.128.1"  # the host on the bridge: kubelet, CoreDNS, the API server for pods
+# Locally administered, spelling NODE_IP. A bridge without an address of its
+# own takes its lowest port's, so a pod leaving changed the gateway's MAC under
+# every other pod: their DNS and Service traffic went nowhere until ARP gave up
+# on the old one, 10-40 s later.
+BRIDGE_MAC = "02:00:c6:12:80:01"
 CLUSTER_DOMAIN = "cluster.local"
 REGISTRY = f"127.0.0.1:{PORT_BASE}"
 KUBELET_PORT = PORT_BASE + 50
@@ -139,6 +144,7 @@ def setup_network() -> None:
     run("ip", "route", "replace", "unreachable", SAFE_RANGE)
     if not link_exists(BRIDGE):
         run("ip", "link", "add", BRIDGE, "type", "bridge")
+    run("ip", "link", "set", BRIDGE, "address", BRIDGE_MAC)
     run("ip", "addr", "replace", f"{NODE_IP}/24", "dev", BRIDGE)
     run("ip", "link", "set", BRIDGE, "up")
     # Forwarding only for packets that arrive on the bridge (pod -> Service

@@ -14,10 +14,11 @@ import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from .realnode import NODE_IP, NODE_NAME, REPO, images, on_real_node
+from .realnode import BRIDGE, BRIDGE_MAC, NODE_IP, NODE_NAME, REPO, images, on_real_node
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -153,6 +154,39 @@ def test_services_and_dns_between_pods(cluster, namespace):
         assert wait_for(f"{own} answers", lambda: client(tcp_client(own)) == f"echo-{ordinal}", timeout=30)
     # Nothing outside the cluster's zones resolves in a pod.
     assert "failed" in client("getent hosts deb.debian.org")
+
+
+def host_link_of(cluster, namespace: str, pod_name: str) -> str:
+    """The host end of the pod's veth: the host interface whose index is the pod's eth0 peer."""
+    peer = cluster.kubectl("exec", "-n", namespace, pod_name, "--", "cat", "/sys/class/net/eth0/iflink").stdout.strip()
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout)
+    return next(link["ifname"] for link in links if str(link["ifindex"]) == peer)
+
+
+def test_a_pod_leaving_does_not_cut_the_others_off_the_node(cluster, namespace):
+    """The bridge keeps its own MAC while pods come and go, so a pod's lookups stay instant after another leaves.
+
+    A bridge without an address of its own takes its lowest port's. Here the leaving pod's port gets the lowest
+    one before the other pod first talks to the node; once it leaves, that pod's gateway entry would point at no
+    port, and each lookup would wait out the resolver's 5 s timeouts until ARP gave up on it."""
+    image = images()["POSTGRES_IMAGE"]
+    apply(cluster, namespace, pod("leaves", image, ["sleep", "3600"], terminationGracePeriodSeconds=0))
+    wait_running(cluster, namespace, "leaves")
+    port = host_link_of(cluster, namespace, "leaves")
+    subprocess.run(["ip", "link", "set", port, "address", "02:00:00:00:00:01"], check=True)
+    apply(cluster, namespace, pod("stays", image, ["sleep", "3600"]))
+    wait_running(cluster, namespace, "stays")
+
+    def lookup_milliseconds() -> int:
+        line = ("start=$(date +%s%N); getent hosts kubernetes.default.svc.cluster.local >/dev/null || exit 1; "
+                "echo $(( ($(date +%s%N) - start) / 1000000 ))")
+        return int(cluster.kubectl("exec", "-n", namespace, "stays", "--", "sh", "-c", line).stdout)
+
+    assert lookup_milliseconds() < 2000
+    cluster.kubectl("delete", "pod", "-n", namespace, "leaves", "--wait=true")
+    wait_for(f"{port} removed", lambda: not Path(f"/sys/class/net/{port}").exists(), timeout=30)
+    assert lookup_milliseconds() < 2000
+    assert Path(f"/sys/class/net/{BRIDGE}/address").read_text().strip() == BRIDGE_MAC
 
 
 def test_in_cluster_config_and_rbac_from_a_pod(cluster, namespace):
