@@ -54,7 +54,7 @@ def seed(**changes) -> dict:
 
 
 def container(pod_spec: dict, name: str) -> dict:
-    return next(c for c in pod_spec["containers"] if c["name"] == name)
+    return next(c for c in pod_spec.get("initContainers", []) + pod_spec["containers"] if c["name"] == name)
 
 
 def env_of(c: dict) -> dict:
@@ -657,21 +657,37 @@ def sts_pod(rendered) -> dict:
 
 def test_restore_disabled_adds_nothing(seeded):
     """By default (restore.enabled false) the database pods mount no other claim and
-    get no RESTORE_* variables; the startup probe allows one hour."""
+    get no RESTORE_* variables."""
     pod = sts_pod(seeded)
     assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    for name in ("bootstrap", "postgres"):
+        assert "/restore" not in {m["mountPath"] for m in container(pod, name)["volumeMounts"]}
+        assert not [n for n in env_of(container(pod, name)) if n.startswith("RESTORE")]
+
+
+def test_the_first_boot_runs_in_an_init_container_no_probe_limits(seeded):
+    """initdb, a restore and a replica's clone run in the init container `bootstrap` (entrypoint.sh
+    init): the same image, environment, mounts, resources and security context as the server's
+    container, and no probe, so a clone or a restore may take hours. The server's startup probe then
+    covers its start alone: one hour."""
+    pod = sts_pod(seeded)
+    [init] = pod["initContainers"]
     pg = container(pod, "postgres")
-    assert "/restore" not in {m["mountPath"] for m in pg["volumeMounts"]}
-    assert not [n for n in env_of(pg) if n.startswith("RESTORE")]
+    assert init["name"] == "bootstrap"
+    assert init["command"] == ["/bin/sh", "/scripts/entrypoint.sh", "init"]
+    for key in ("image", "imagePullPolicy", "env", "volumeMounts", "resources", "securityContext"):
+        assert init[key] == pg[key], key
+    assert not [key for key in init if key.endswith("Probe")]
     assert pg["startupProbe"]["failureThreshold"] * pg["startupProbe"]["periodSeconds"] == 3600
 
 
-def test_restore_mounts_the_source_claim_read_only(render, seeded):
+def test_restore_mounts_the_source_claim_read_only_for_the_first_boot(render, seeded):
     """restore.enabled mounts restore.claimName (read-only, in the volume source and
-    the mount) at /restore in the database pods, with RESTORE_FROM = restore.backup
-    (default latest) and RESTORE_DIR = /restore; the startup probe then allows 24
-    hours, as a first boot includes the restore. No object is added (the claim is
-    the source's) and the backup CronJob does not mount it."""
+    the mount) at /restore in the init container, with RESTORE_FROM = restore.backup
+    (default latest) and RESTORE_DIR = /restore: the first boot restores, and the
+    server's container neither sees the other database's backups nor needs a longer
+    startup probe. No object is added (the claim is the source's) and the backup
+    CronJob does not mount it."""
     out = render(seed(restore=RESTORE))
     pod = sts_pod(out)
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -679,20 +695,23 @@ def test_restore_mounts_the_source_claim_read_only(render, seeded):
         "name": "restore-source",
         "persistentVolumeClaim": {"claimName": "source-db-backups", "readOnly": True},
     }
-    pg = container(pod, "postgres")
-    [mount] = [m for m in pg["volumeMounts"] if m["name"] == "restore-source"]
+    init = container(pod, "bootstrap")
+    [mount] = [m for m in init["volumeMounts"] if m["name"] == "restore-source"]
     assert mount == {"name": "restore-source", "mountPath": "/restore", "readOnly": True}
-    env = env_of(pg)
+    env = env_of(init)
     assert env["RESTORE_FROM"] == {"name": "RESTORE_FROM", "value": "latest"}
     assert env["RESTORE_DIR"] == {"name": "RESTORE_DIR", "value": "/restore"}
-    assert pg["startupProbe"]["failureThreshold"] * pg["startupProbe"]["periodSeconds"] == 86400
+    pg = container(pod, "postgres")
+    assert "restore-source" not in {m["name"] for m in pg["volumeMounts"]}
+    assert not [n for n in env_of(pg) if n.startswith("RESTORE")]
+    assert pg["startupProbe"]["failureThreshold"] * pg["startupProbe"]["periodSeconds"] == 3600
 
     assert sorted(out.by_key) == sorted(seeded.by_key)
     backup_pod = cronjob_pod(out)["spec"]
     assert "restore-source" not in {v["name"] for v in backup_pod["volumes"]}
 
     named = render(seed(restore={**RESTORE, "backup": "20260101T020000Z.dump"}))
-    assert env_of(container(sts_pod(named), "postgres"))["RESTORE_FROM"]["value"] == "20260101T020000Z.dump"
+    assert env_of(container(sts_pod(named), "bootstrap"))["RESTORE_FROM"]["value"] == "20260101T020000Z.dump"
 
 
 def test_restore_without_claim_name_fails_clearly(helm):

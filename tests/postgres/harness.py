@@ -224,7 +224,7 @@ class Container:
     def __init__(self, machine: Machine, rendered: Rendered, pod_spec: dict, name: str,
                  pod_name: str, pod_ip: str | None, home: Path, volume_dirs: dict[str, Path]):
         self.machine = machine
-        self.spec = next(c for c in pod_spec["containers"] if c["name"] == name)
+        self.spec = next(c for c in pod_spec.get("initContainers", []) + pod_spec["containers"] if c["name"] == name)
         self.pod_name = pod_name
         self.pod_ip = pod_ip
         release = rendered.one("StatefulSet")["metadata"]["name"]
@@ -316,7 +316,8 @@ class Container:
 
 
 class DatabasePod:
-    """A StatefulSet pod: entrypoint.sh in the foreground, as the container's PID 1.
+    """A StatefulSet pod: its init containers one after the other, each to its end, then
+    entrypoint.sh in the foreground, as the container's PID 1.
     volume_dirs: pod volumes (by name) that are existing directories, e.g. a claim
     of another database; every other mount gets a directory of the pod's own."""
 
@@ -327,22 +328,38 @@ class DatabasePod:
         self.ip = f"127.0.0.{ordinal + 1}"
         self.machine = machine
         self.home = machine.mkdir(machine.root / self.name)
-        self.container = Container(machine, rendered, sts["spec"]["template"]["spec"], "postgres",
-                                   pod_name=self.name, pod_ip=self.ip, home=self.home,
-                                   volume_dirs=volume_dirs or {})
-        env = self.container.env
-        entrypoint = (self.container.scripts / "entrypoint.sh").read_text()
-        socket_default = re.search(r'SOCKET_DIR="\$\{SOCKET_DIR:-([^}]+)\}"', entrypoint).group(1)
-        assert socket_default in self.container.mounts, \
-            f"entrypoint's socket directory {socket_default} is not a volume mount"
-        env["SOCKET_DIR"] = self.container.localize(socket_default)
-        env["LISTEN_ADDRESSES"] = self.ip
-        self.env = env
-        self.pgdata = Path(env["PGDATA"])
+        pod_spec = sts["spec"]["template"]["spec"]
+
+        def container(name: str) -> Container:
+            made = Container(machine, rendered, pod_spec, name, pod_name=self.name, pod_ip=self.ip,
+                             home=self.home, volume_dirs=volume_dirs or {})
+            entrypoint = (made.scripts / "entrypoint.sh").read_text()
+            socket_default = re.search(r'SOCKET_DIR="\$\{SOCKET_DIR:-([^}]+)\}"', entrypoint).group(1)
+            assert socket_default in made.mounts, f"entrypoint's socket directory {socket_default} is not a volume mount"
+            made.env["SOCKET_DIR"] = made.localize(socket_default)
+            made.env["LISTEN_ADDRESSES"] = self.ip
+            return made
+
+        self.init_containers = [container(c["name"]) for c in pod_spec.get("initContainers", [])]
+        self.container = container("postgres")
+        self.env = self.container.env
+        self.pgdata = Path(self.env["PGDATA"])
         self.log = self.home / "pod.log"
         self.proc: subprocess.Popen | None = None
 
+    def initialise(self, timeout: float) -> int:
+        """Runs the init containers in turn, as the kubelet does: the first to fail ends it (its exit code)."""
+        for init in self.init_containers:
+            self.proc = self.machine.popen(init.command, init.env, self.log, cwd=self.home)
+            wait_for(f"{self.name}'s init container {init.spec['name']} to finish",
+                     lambda: self.proc.poll() is not None, timeout)
+            if self.proc.returncode != 0:
+                return self.proc.returncode
+        return 0
+
     def start(self, timeout: float = 60) -> "DatabasePod":
+        code = self.initialise(timeout)
+        assert code == 0, f"{self.name}'s init container exited with {code}:\n{self.logs()}"
         self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
         probe = self.container.probe()
 
@@ -356,7 +373,11 @@ class DatabasePod:
 
     def start_expecting_exit(self, timeout: float = 60) -> tuple[int, bool]:
         """Starts the container and waits for it to exit by itself, probing it all
-        along: (exit code, whether the startup probe ever passed)."""
+        along: (exit code, whether the startup probe ever passed). An init container
+        that fails ends the pod's start there: its code, and never served."""
+        code = self.initialise(timeout)
+        if code != 0:
+            return code, False
         self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
         probe = self.container.probe()
         served = False

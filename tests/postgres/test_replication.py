@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import wait_for
+from .harness import DatabasePod, wait_for
 
 
 def test_ordinal_1_streams_from_ordinal_0(primary, replica):
@@ -66,3 +66,23 @@ def test_pods_restart_on_their_data(primary, replica):
     primary.sql("INSERT INTO restart_check SELECT generate_series(1, 40)")
     wait_for("rows written after the restart to reach the replica",
              lambda: replica.sql("SELECT count(*) FROM restart_check") == "40", timeout=20)
+
+
+def test_a_replica_is_cloned_by_its_init_container_before_its_server_starts(request, machine, rendered, primary):
+    """A new ordinal's init container (entrypoint.sh init) clones the primary and exits 0 with no server left
+    running; the server's container then starts on that clone (nothing to clone any more) and streams. The clone
+    is thus out of the startup probe's reach, however long it takes."""
+    pod = DatabasePod(machine, rendered, 2)
+    request.addfinalizer(pod.stop)
+    assert [init.command[-1] for init in pod.init_containers] == ["init"]
+    assert pod.initialise(timeout=60) == 0, pod.logs()
+    assert "replica-bootstrap: cloned" in pod.logs()
+    assert (pod.pgdata / "PG_VERSION").exists() and (pod.pgdata / "standby.signal").exists()
+    assert not (pod.pgdata / "postmaster.pid").exists() and not pod.leftovers(), pod.leftovers()
+
+    offset = len(pod.logs())
+    pod.start()
+    assert "already initialised" in pod.logs()[offset:]
+    user = primary.machine.secret["replication-username"]
+    wait_for("two streaming senders on the primary", lambda: primary.sql(
+        "SELECT usename, state FROM pg_stat_replication").splitlines() == [f"{user}|streaming"] * 2)

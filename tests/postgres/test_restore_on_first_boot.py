@@ -172,13 +172,14 @@ def test_existing_database_is_never_overwritten(request, machine, render_db, sou
     keeps its own data: the restore is ignored (and said so), nothing of A appears."""
     db_c = machine.sibling("late-restore")
     plain = pod_for(request, db_c, render_db("late-restore"), 0, source.job.backups)
-    assert "RESTORE_FROM" not in plain.env
+    assert "RESTORE_FROM" not in plain.init_containers[0].env
     plain.start()
     plain.sql("CREATE TABLE own_data (id int); INSERT INTO own_data VALUES (7)")
     plain.stop()
 
     later = pod_for(request, db_c, render_db("late-restore", *RESTORE), 0, source.job.backups)
-    assert later.env["RESTORE_FROM"] == "latest"
+    assert later.init_containers[0].env["RESTORE_FROM"] == "latest"
+    assert "RESTORE_FROM" not in later.env   # the server's container: the first boot is done by then
     later.start()
     assert "RESTORE_FROM=latest ignored" in later.logs(), later.logs()
     assert later.sql("SELECT id FROM own_data") == "7"

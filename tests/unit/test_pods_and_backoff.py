@@ -28,6 +28,16 @@ def test_container_states_that_will_not_fix_themselves_fail_the_pod(state: dict[
     assert pod_failure(pod(**state)) == told
 
 
+def test_a_first_boot_failing_in_the_init_container_fails_the_pod() -> None:
+    """A clone or a restore that keeps failing shows in the init container; the server's waits meanwhile."""
+    booting = {"metadata": {"name": "db-1"}, "status": {"phase": "Pending", "initContainerStatuses": [
+        {"name": "bootstrap", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}], "containerStatuses": [
+        {"name": "postgres", "state": {"waiting": {"reason": "PodInitializing"}}}]}}
+    assert pod_failure(booting) == "db-1: CrashLoopBackOff in init container bootstrap"
+    booting["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"reason": "Completed", "exitCode": 0}}
+    assert pod_failure(booting) is None
+
+
 def test_a_failed_pod_is_told_by_its_message() -> None:
     failed = {"metadata": {"name": "db-0"}, "status": {"phase": "Failed", "reason": "Evicted",
                                                        "message": "low on ephemeral storage"}}

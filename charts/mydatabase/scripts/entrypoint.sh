@@ -3,6 +3,12 @@
 # primary; every other ordinal is a streaming replica of it. Everything comes
 # from the environment, so this also runs outside Kubernetes.
 #
+#   entrypoint.sh init   first boot only (initdb and restore, or a replica's
+#                        clone), then exit: the pod's init container, which no
+#                        probe limits, so a clone or a restore may take hours
+#   entrypoint.sh        the same (nothing to do once PGDATA holds a cluster),
+#                        then the server
+#
 #   POD_NAME   <name>-<ordinal>; only the trailing ordinal matters
 #   PGDATA     data directory          PGPORT  port (default 5432)
 #   SCRIPTS_DIR        where the other scripts and postgresql.conf live
@@ -32,6 +38,12 @@ case "$ordinal" in
     exit 1 ;;
 esac
 
+mode="${1:-serve}"
+case "$mode" in
+  init | serve) ;;
+  *) echo "entrypoint: unknown mode '$mode' (want init, or nothing to serve)" >&2; exit 1 ;;
+esac
+
 set --   # settings for the postgres command line: a replica's connection
 if [ "$ordinal" -eq 0 ]; then
   echo "entrypoint: $POD_NAME is the primary"
@@ -50,6 +62,11 @@ else
   write_passfile "$REPLICATION_PASSFILE" "$REPLICATION_USER" "$replication_password"
   export REPLICATION_USER REPLICATION_PASSFILE
   sh "$SCRIPTS_DIR/replica-bootstrap.sh"
+fi
+if [ "$mode" = init ]; then
+  exit 0
+fi
+if [ "$ordinal" -ne 0 ]; then
   # The WAL receiver's connection. It has no connect timeout of its own:
   # without a TCP user timeout, a connect to the address of a primary that is
   # gone waits for the kernel (about 130 s) before it resolves the name again.

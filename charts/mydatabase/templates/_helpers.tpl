@@ -131,6 +131,63 @@ The PVC to restore from (restore.enabled only); rendering fails without it.
 {{- end -}}
 
 {{/*
+The database containers' environment and mounts; (dict "ctx" . "firstBoot" true)
+adds what only the first boot reads (the init container): the dump to restore.
+*/}}
+{{- define "mydatabase.databaseEnv" -}}
+{{- $restore := .ctx.Values.restore | default dict -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: PGDATA
+  value: /var/lib/postgresql/data/pgdata
+- name: PGPORT
+  value: {{ .ctx.Values.postgresql.port | quote }}
+- name: PRIMARY_HOST
+  value: {{ include "mydatabase.primaryHost" .ctx }}
+# The Secret as files (the credentials volume), never as env vars:
+# the environment is inherited by every process, PostgreSQL included.
+- name: CREDENTIALS_DIR
+  value: /etc/mydatabase/credentials
+{{- if and .firstBoot $restore.enabled }}
+# Ordinal 0 restores this dump from RESTORE_DIR before it first serves
+# (primary-init.sh); replicas clone the primary.
+- name: RESTORE_FROM
+  value: {{ $restore.backup | default "latest" | quote }}
+- name: RESTORE_DIR
+  value: /restore
+{{- end }}
+{{- end -}}
+
+{{- define "mydatabase.databaseMounts" -}}
+{{- $restore := .ctx.Values.restore | default dict -}}
+- name: data
+  mountPath: /var/lib/postgresql/data
+- name: scripts
+  mountPath: /scripts
+  readOnly: true
+- name: credentials
+  mountPath: /etc/mydatabase/credentials
+  readOnly: true
+# Writable places under a read-only root filesystem: the unix
+# socket and lock file, and temporary files of the scripts.
+- name: run
+  mountPath: /var/run/postgresql
+- name: tmp
+  mountPath: /tmp
+{{- if and .firstBoot $restore.enabled }}
+- name: restore-source
+  mountPath: /restore
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
 Restricted pod and container security contexts (Pod Security "restricted").
 999 is the postgres user and group of the official image.
 */}}

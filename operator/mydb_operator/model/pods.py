@@ -33,11 +33,18 @@ def pod_failure(pod: Object) -> str | None:
     status = pod.get("status") or {}
     if status.get("phase") == "Failed":
         return f"{pod['metadata']['name']} failed: {status.get('message') or status.get('reason') or 'Failed'}"
+    name = pod["metadata"]["name"]
+    # The first boot (initdb, a restore, a replica's clone) runs in an init container.
+    for container in status.get("initContainerStatuses") or []:
+        if (reason := _failing(container)) is not None:
+            return f"{name}: {reason} in init container {container.get('name')}"
     for container in status.get("containerStatuses") or []:
-        state = container.get("state") or {}
-        waiting = state.get("waiting") or {}
-        terminated = state.get("terminated") or {}
-        reason = waiting.get("reason") or terminated.get("reason")
-        if reason in POD_FAILURE_REASONS:
-            return f"{pod['metadata']['name']}: {reason}"
+        if (reason := _failing(container)) is not None:
+            return f"{name}: {reason}"
     return None
+
+
+def _failing(container: Object) -> str | None:
+    state = container.get("state") or {}
+    reason = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason")
+    return reason if reason in POD_FAILURE_REASONS else None
