@@ -150,8 +150,8 @@ def pod_uid(cluster, namespace: str, pod: str) -> str:
     return "" if not found or found["metadata"].get("deletionTimestamp") else found["metadata"]["uid"]
 
 
-def container_log(cluster, namespace: str, pod: str) -> str:
-    return cluster.kubectl("logs", "-n", namespace, pod, "-c", "postgres").stdout
+def container_log(cluster, namespace: str, pod: str, container: str = "postgres") -> str:
+    return cluster.kubectl("logs", "-n", namespace, pod, "-c", container).stdout
 
 
 def delete_pod_and_wait_ready_again(cluster, namespace: str, name: str, pod: str, while_down=None) -> None:
@@ -293,7 +293,8 @@ def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(clu
 
     create_db(cluster, namespace, "restored", replicas=2, restore={"fromDatabase": name, "backup": "latest"})
     wait_ready(cluster, namespace, "restored", timeout=300)
-    assert dump in container_log(cluster, namespace, "restored-0")
+    # The first boot restores in the init container, before the server's container starts.
+    assert dump in container_log(cluster, namespace, "restored-0", "bootstrap")
     assert rows(cluster, namespace, "restored-0") == ROW_FACTS
     assert sql(cluster, namespace, "restored-1", "select pg_is_in_recovery()") == "t"
     assert rows(cluster, namespace, "restored-1") == ROW_FACTS
