@@ -119,13 +119,14 @@ class OperatorProcess:
 
 @contextlib.contextmanager
 def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, *, args: Sequence[str] = (),
-                     **env: str):
+                     resync: float = OperatorProcess.resync, **env: str):
     """Run a second operator (own log, own environment, this namespace only) while the shared one is stopped.
 
     It takes the shared one's Lease, which that one released on its way out. The
     shared operator is started again afterwards, so the other tests keep working."""
     own = OperatorProcess(cluster=operator.cluster, kubeconfig=operator.kubeconfig,
-                          log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace, *args])
+                          log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace, *args],
+                          resync=resync)
     operator.stop()
     try:
         own.start()

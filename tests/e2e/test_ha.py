@@ -80,14 +80,13 @@ def test_one_leader_and_a_bounded_takeover(cluster, operator, namespace):
         apply_db(cluster, namespace, "ha", DATABASE)
         wait_ready(cluster, namespace, "ha")
         assert f"{namespace}/ha: helm revision 1 applied" in first.log_since_start()
-        time.sleep(2.5 * first.resync)  # resyncs of both (if the standby acted) would show here
         assert revisions(cluster, namespace, "ha") == 1
 
         cluster.kubectl("scale", "-n", namespace, "mydb/ha", "--replicas=2")
         wait_for("the leader to apply the change",
                  lambda: f"{namespace}/ha: helm revision 2 applied" in first.log_since_start(), timeout=60)
         wait_ready(cluster, namespace, "ha")
-        time.sleep(2.5 * first.resync)
+        time.sleep(2.5 * first.resync)  # resyncs of both (if the standby acted) would show here
         assert revisions(cluster, namespace, "ha") == 2, "the change was applied more than once"
         text = second.log_since_start()
         assert "became the leader" not in text and "helm revision" not in text, text

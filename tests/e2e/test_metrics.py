@@ -48,7 +48,8 @@ def test_idle_resyncs_read_the_informers_cache_and_drift_is_confirmed_on_the_api
     """A Ready database's resyncs look at the informers' cache: no API read, no Helm run, no status write.
 
     A hand edit is still seen (from the cache) and repaired, after one fresh read from the API."""
-    with operator_instead(operator, namespace, "operator-e2e-idle.log") as own:
+    # Resyncs every 4 s: the quiet window below (2.5 of them) stays short.
+    with operator_instead(operator, namespace, "operator-e2e-idle.log", resync=4) as own:
         apply_db(cluster, namespace, "quiet", {"replicas": 2, "version": "15.2", "storage": "1Gi"})
         wait_ready(cluster, namespace, "quiet")
         time.sleep(2)  # the last pod events settle

@@ -234,7 +234,9 @@ def test_claim_data_survives_pod_and_liveness_restarts(cluster, namespace):
     wait_for("second pod Succeeded", lambda: phase(cluster, namespace, "second") == "Succeeded", timeout=120)
     assert cluster.kubectl("logs", "-n", namespace, "second").stdout.strip() == "kept"
 
-    flaky = pod("flaky", image, ["sh", "-c", "touch /tmp/alive; sleep 4; rm /tmp/alive; sleep 3600"])
+    # sh as PID 1 ignores SIGTERM: without a short grace period each restart waits out the default 30 s.
+    flaky = pod("flaky", image, ["sh", "-c", "touch /tmp/alive; sleep 4; rm /tmp/alive; sleep 3600"],
+                terminationGracePeriodSeconds=1)
     flaky["spec"]["containers"][0]["livenessProbe"] = {
         "exec": {"command": ["test", "-f", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2}
     apply(cluster, namespace, flaky)
