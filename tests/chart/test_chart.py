@@ -90,7 +90,7 @@ def test_seed_statefulset(seeded):
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "database"
     pg = container(pod["spec"], "postgres")
     assert pg["image"] == "docker.io/library/postgres:15.2"
-    assert pg["command"] == ["/bin/sh", "/scripts/entrypoint.sh"]
+    assert pg["command"] == ["/bin/sh", "/scripts/entrypoint.sh", "serve"]
     assert pg["ports"] == [{"name": "postgresql", "containerPort": 5432, "protocol": "TCP"}]
     env = env_of(pg)
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .harness import DatabasePod, wait_for
 
 
@@ -70,19 +72,34 @@ def test_pods_restart_on_their_data(primary, replica):
 
 def test_a_replica_is_cloned_by_its_init_container_before_its_server_starts(request, machine, rendered, primary):
     """A new ordinal's init container (entrypoint.sh init) clones the primary and exits 0 with no server left
-    running; the server's container then starts on that clone (nothing to clone any more) and streams. The clone
-    is thus out of the startup probe's reach, however long it takes."""
+    running; the server's container (entrypoint.sh serve) then starts on that clone, cloning nothing, and streams.
+    The clone is thus out of the startup probe's reach, however long it takes."""
     pod = DatabasePod(machine, rendered, 2)
     request.addfinalizer(pod.stop)
     assert [init.command[-1] for init in pod.init_containers] == ["init"]
+    assert pod.container.command[-1] == "serve"
     assert pod.initialise(timeout=60) == 0, pod.logs()
     assert "replica-bootstrap: cloned" in pod.logs()
     assert (pod.pgdata / "PG_VERSION").exists() and (pod.pgdata / "standby.signal").exists()
     assert not (pod.pgdata / "postmaster.pid").exists() and not pod.leftovers(), pod.leftovers()
 
     offset = len(pod.logs())
-    pod.start()
-    assert "already initialised" in pod.logs()[offset:]
+    pod.start(init=False)
+    assert "replica-bootstrap" not in pod.logs()[offset:]
     user = primary.machine.secret["replication-username"]
     wait_for("two streaming senders on the primary", lambda: primary.sql(
         "SELECT usename, state FROM pg_stat_replication").splitlines() == [f"{user}|streaming"] * 2)
+
+
+@pytest.mark.parametrize("ordinal", [0, 1], ids=["primary", "replica"])
+def test_the_server_container_never_makes_a_cluster(request, machine, rendered, ordinal):
+    """On an empty data volume (wiped while its pod lived, so no init container ran) the server's container
+    exits 1, saying so, and makes nothing: no empty primary served to clients (no RESTORE_FROM reaches it),
+    no clone cut short by the startup probe."""
+    empty = machine.sibling(f"empty-{ordinal}")
+    pod = DatabasePod(empty, rendered, ordinal)
+    request.addfinalizer(pod.stop)
+    code, served = pod.start_expecting_exit(init=False)
+    assert code == 1 and not served, (code, pod.logs())
+    assert "holds no cluster" in pod.logs() and "delete the pod" in pod.logs(), pod.logs()
+    assert list(pod.home.rglob("PG_VERSION")) == []

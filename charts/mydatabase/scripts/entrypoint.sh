@@ -3,11 +3,15 @@
 # primary; every other ordinal is a streaming replica of it. Everything comes
 # from the environment, so this also runs outside Kubernetes.
 #
-#   entrypoint.sh init   first boot only (initdb and restore, or a replica's
-#                        clone), then exit: the pod's init container, which no
-#                        probe limits, so a clone or a restore may take hours
-#   entrypoint.sh        the same (nothing to do once PGDATA holds a cluster),
-#                        then the server
+#   entrypoint.sh init   the first boot (initdb and restore, or a replica's
+#                        clone; nothing once PGDATA holds a cluster), then exit:
+#                        the pod's init container, which no probe limits, so a
+#                        clone or a restore may take hours
+#   entrypoint.sh serve  the server, on the cluster the first boot made; with
+#                        none in PGDATA it exits 1 rather than make one under
+#                        the startup probe (an empty primary, or a clone that
+#                        probe would cut short): the pod's container
+#   entrypoint.sh        both, one after the other (outside Kubernetes)
 #
 #   POD_NAME   <name>-<ordinal>; only the trailing ordinal matters
 #   PGDATA     data directory          PGPORT  port (default 5432)
@@ -38,21 +42,16 @@ case "$ordinal" in
     exit 1 ;;
 esac
 
-mode="${1:-serve}"
+mode="${1:-both}"
 case "$mode" in
-  init | serve) ;;
-  *) echo "entrypoint: unknown mode '$mode' (want init, or nothing to serve)" >&2; exit 1 ;;
+  init | serve | both) ;;
+  *) echo "entrypoint: unknown mode '$mode' (want init, serve, or nothing for both)" >&2; exit 1 ;;
 esac
 
-set --   # settings for the postgres command line: a replica's connection
 if [ "$ordinal" -eq 0 ]; then
   echo "entrypoint: $POD_NAME is the primary"
-  sh "$SCRIPTS_DIR/primary-init.sh"
 else
   echo "entrypoint: $POD_NAME is a replica"
-  if [ -n "${RESTORE_FROM:-}" ]; then
-    echo "entrypoint: RESTORE_FROM is for the primary only; cloning it instead"
-  fi
   : "${PRIMARY_HOST:?PRIMARY_HOST is required}"
   REPLICATION_USER="$(credential replication-username)"
   replication_password="$(credential replication-password)"
@@ -61,11 +60,27 @@ else
   REPLICATION_PASSFILE="$SOCKET_DIR/.replication.pgpass"
   write_passfile "$REPLICATION_PASSFILE" "$REPLICATION_USER" "$replication_password"
   export REPLICATION_USER REPLICATION_PASSFILE
-  sh "$SCRIPTS_DIR/replica-bootstrap.sh"
+fi
+
+if [ "$mode" != serve ]; then
+  if [ "$ordinal" -eq 0 ]; then
+    sh "$SCRIPTS_DIR/primary-init.sh"
+  else
+    if [ -n "${RESTORE_FROM:-}" ]; then
+      echo "entrypoint: RESTORE_FROM is for the primary only; cloning it instead"
+    fi
+    sh "$SCRIPTS_DIR/replica-bootstrap.sh"
+  fi
 fi
 if [ "$mode" = init ]; then
   exit 0
 fi
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+  echo "entrypoint: $PGDATA holds no cluster: the first boot (the pod's init container, entrypoint.sh init) makes it; delete the pod to run it again" >&2
+  exit 1
+fi
+
+set --   # settings for the postgres command line: a replica's connection
 if [ "$ordinal" -ne 0 ]; then
   # The WAL receiver's connection. It has no connect timeout of its own:
   # without a TCP user timeout, a connect to the address of a primary that is

@@ -56,7 +56,11 @@ fi
 # must never look like a data directory on the next start.
 tmp="$PGDATA.bootstrap"
 rm -rf "$tmp"
+# No probe watches the init container: keepalives and a TCP user timeout end a
+# clone whose primary vanished without closing the connection (the pod then
+# restarts and clones again) instead of leaving it waiting forever.
 PGPASSFILE="$REPLICATION_PASSFILE" pg_basebackup \
+  -d "tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3" \
   -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
   -D "$tmp" -X stream -c fast "$@"
 touch "$tmp/standby.signal"
