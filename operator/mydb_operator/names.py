@@ -26,7 +26,13 @@ KIND = "MyDatabase"
 FINALIZER = f"{GROUP}/finalizer"
 ANNOTATION_PREFIX = GROUP
 ROLE_LABEL = f"{GROUP}/role"
-PRIMARY, REPLICA = "primary", "replica"
+# fenced: a former primary on its way out, selected by neither the read-write nor the read-only Service.
+PRIMARY, REPLICA, FENCED = "primary", "replica", "fenced"
+# Names the pod to make the primary by a planned switchover (kubectl annotate mydb/NAME
+# myapp.example.com/switchover-to=NAME-1); the operator removes it once it has answered.
+SWITCHOVER_ANNOTATION = f"{ANNOTATION_PREFIX}/switchover-to"
+# On the ConfigMap that records the primary (model/record.py), beside the chart's selector labels.
+RECORD_LABEL = f"{GROUP}/record"
 # A new value asks for one backup now (kubectl annotate ... backup-now="$(date +%s)").
 BACKUP_NOW_ANNOTATION = f"{ANNOTATION_PREFIX}/backup-now"
 ON_DEMAND_BACKUP_LABEL = f"{GROUP}/backup"
@@ -78,6 +84,20 @@ def read_only_service(release: str) -> str:
 
 def headless_service(release: str) -> str:
     return f"{release}-headless"
+
+
+def pod_name(release: str, ordinal: int) -> str:
+    return f"{release}-{ordinal}"
+
+
+def pod_host(namespace: str, release: str, pod: str) -> str:
+    """A pod's DNS name through the headless Service: what a replica's primary_conninfo names (role.sh)."""
+    return f"{pod}.{headless_service(release)}.{namespace}.svc"
+
+
+def primary_record(release: str) -> str:
+    """The ConfigMap the operator records the primary in; the chart mounts it (optional) into the pods."""
+    return f"{release}-primary"
 
 
 def release_services(release: str) -> tuple[str, str, str]:

@@ -38,8 +38,8 @@ STANDARD_LABELS = {
     "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version",
     "app.kubernetes.io/component", "app.kubernetes.io/managed-by", "helm.sh/chart",
 }
-SCRIPTS = ["entrypoint.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh", "prune.sh", "restore.sh",
-           "credentials.sh", "test-connection.sh"]
+SCRIPTS = ["entrypoint.sh", "role.sh", "follow.sh", "primary-init.sh", "replica-bootstrap.sh", "backup.sh",
+           "prune.sh", "restore.sh", "credentials.sh", "test-connection.sh"]
 
 
 def seed(**changes) -> dict:
@@ -77,8 +77,9 @@ def test_seed_statefulset(seeded):
     spec = sts["spec"]
     assert spec["replicas"] == 3
     assert spec["serviceName"] == f"{RELEASE}-headless"
-    assert spec["podManagementPolicy"] == "OrderedReady"
-    assert spec["updateStrategy"]["type"] == "RollingUpdate"
+    # Pods start together: the primary may be any ordinal after a failover (its record says which).
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["updateStrategy"]["type"] == "RollingUpdate"  # the chart alone; the operator passes OnDelete
     assert spec["selector"] == {"matchLabels": SELECTOR}
 
     [claim] = spec["volumeClaimTemplates"]
@@ -97,7 +98,11 @@ def test_seed_statefulset(seeded):
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["PGDATA"]["value"] == "/var/lib/postgresql/data/pgdata"
     assert env["PGPORT"]["value"] == "5432"
-    assert env["PRIMARY_HOST"]["value"] == f"{RELEASE}-0.{RELEASE}-headless.{NAMESPACE}.svc"
+    # No fixed primary: role.sh reads the operator's record (ordinal 0 without one) and reaches the
+    # primary as <pod>.PEER_DOMAIN.
+    assert "PRIMARY_HOST" not in env
+    assert env["PEER_DOMAIN"]["value"] == f"{RELEASE}-headless.{NAMESPACE}.svc"
+    assert env["PRIMARY_RECORD"]["value"] == "/etc/mydatabase/primary/primary"
     for probe in ("startupProbe", "readinessProbe"):
         cmd = pg[probe]["exec"]["command"]
         assert cmd[0] == "pg_isready" and "127.0.0.1" in cmd, probe
@@ -106,6 +111,11 @@ def test_seed_statefulset(seeded):
     assert mounts["/scripts"] == "scripts"
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["scripts"]["configMap"] == {"name": f"{RELEASE}-scripts", "defaultMode": 0o555}
+    assert mounts["/etc/mydatabase/primary"] == "primary-record"
+    # The operator makes the record only when the primary first moves; the chart never renders it.
+    assert volumes["primary-record"]["configMap"] == {"name": f"{RELEASE}-primary", "optional": True,
+                                                      "defaultMode": 0o444}
+    assert ("ConfigMap", f"{RELEASE}-primary") not in seeded.by_key
     assert "emptyDir" in volumes[mounts["/var/run/postgresql"]]
     assert "emptyDir" in volumes[mounts["/tmp"]]
 
@@ -319,6 +329,7 @@ def test_parameters_render_sorted_and_quoted(render):
     conf = out.get("ConfigMap", f"{RELEASE}-scripts")["data"]["postgresql.conf"]
     lines = [ln for ln in conf.splitlines() if ln.strip() and not ln.startswith("#")]
     assert lines == [
+        "wal_log_hints = 'on'",  # the chart's own, first: pg_rewind needs it (a denied parameter)
         "log_line_prefix = 'it''s a \\\\ test'",
         "max_connections = '200'",
         "pg_stat_statements.max = '10000'",
@@ -574,12 +585,14 @@ def scripts_dir(seeded, tmp_path):
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_scripts_are_strict_posix_sh(scripts_dir, name):
     """Each script is in the ConfigMap, parses under dash (POSIX sh) and runs with set -eu (a sourced
-    library runs under its caller's, and is sourced by every script that needs credentials)."""
+    library runs under its caller's, and is sourced by every script that needs it)."""
     path = scripts_dir / name
     text = path.read_text()
     if name == "credentials.sh":
         users = [s for s in SCRIPTS if "credential" in (scripts_dir / s).read_text() and s != name]
         assert all("/credentials.sh\"" in (scripts_dir / s).read_text() for s in users), users
+    elif name == "role.sh":
+        assert '. "$SCRIPTS_DIR/role.sh"' in (scripts_dir / "entrypoint.sh").read_text()
     else:
         assert re.search(r"^set -eu$", text, re.M), name
     sh = shutil.which("dash") or "/bin/sh"

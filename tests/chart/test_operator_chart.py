@@ -40,7 +40,8 @@ NAMESPACED_RIGHTS = {
     ("policy", "poddisruptionbudgets"): ALL,
     ("networking.k8s.io", "networkpolicies"): ALL,
     ("batch", "jobs"): {"get", "list", "watch", "create"},
-    ("", "pods"): {"get", "list", "watch", "patch"},
+    ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+    ("discovery.k8s.io", "endpointslices"): {"list", "watch"},
     ("", "secrets"): {"get", "create", "delete"},
 }
 # Cluster-scoped, in every install: kopf reads the CRD it serves; StorageClasses

@@ -177,6 +177,15 @@ INVALID = [
                         "backup.storage must be at least 1Mi"), id="backup-storage-zero"),
     pytest.param(create(with_(backup={**DAILY, "storage": "ten"}), "spec.backup.storage",
                         "backup.storage must be a Kubernetes quantity such as 10Gi"), id="backup-storage-word"),
+    # --- failover ------------------------------------------------------------
+    pytest.param(create(with_(replicas=1, replication={"synchronous": True}), "spec.replication.synchronous",
+                        "replication.synchronous needs at least 2 replicas"), id="synchronous-single-instance"),
+    pytest.param(create(with_(failoverDelay=-1), "spec.failoverDelay", "should be greater than or equal to 0"),
+                 id="failover-delay-negative"),
+    pytest.param(create(with_(maxLagOnFailover="a lot"), "spec.maxLagOnFailover",
+                        "maxLagOnFailover must be a quantity of bytes such as 16Mi"), id="max-lag-word"),
+    pytest.param(create(with_(maxLagOnFailover="-1Mi"), "spec.maxLagOnFailover", "maxLagOnFailover cannot be negative"),
+                 id="max-lag-negative"),
     # --- backup schedule -----------------------------------------------------
     pytest.param(create(with_(backup={"schedule": "0 2 * *"}), "spec.backup.schedule", CRON),
                  id="schedule-4-fields"),
@@ -333,7 +342,8 @@ def test_unknown_field_refused_by_default_and_pruned_without_validation(cluster,
     spec = get_json(cluster, "-n", namespace, "mydb", "loose")["spec"]
     assert "replica" not in spec and "keep" not in spec["backup"]
     assert spec == {**VALID, "backup": {**DAILY, "retention": "7d", "storage": "10Gi"},
-                    "deletionPolicy": "Retain", "hibernate": False}
+                    "deletionPolicy": "Retain", "hibernate": False,
+                    "failoverDelay": 3, "maxLagOnFailover": "16Mi"}
 
 
 # --- positive controls -----------------------------------------------------------
@@ -346,7 +356,8 @@ def test_seed_is_accepted_with_defaults(cluster, crd, namespace):
     seed = yaml.safe_load(SEED.read_text())["spec"]
     spec = get_json(cluster, "-n", namespace, "mydb", "production-db")["spec"]
     assert spec == {**seed, "backup": {**seed["backup"], "storage": "10Gi"},
-                    "deletionPolicy": "Retain", "hibernate": False}
+                    "deletionPolicy": "Retain", "hibernate": False,
+                    "failoverDelay": 3, "maxLagOnFailover": "16Mi"}
 
 
 @dataclass(frozen=True)
@@ -398,6 +409,8 @@ def test_allowed_update_is_accepted(cluster, crd, namespace, change: Change):
                        resources={"limits": {"cpu": 2, "memory": "1Gi"}, "requests": {"cpu": "500m"}}), "db",
                  id="parameters-and-resources"),
     pytest.param(VALID, "a" * 45, id="name-45-chars"),
+    pytest.param(with_(replicas=2, replication={"synchronous": True}, failoverDelay=0, maxLagOnFailover="0"), "db",
+                 id="synchronous-two-instances-failover-at-once"),
 ])
 def test_boundary_values_are_accepted(cluster, crd, namespace, spec: dict, name: str):
     """The edges of each rule are inside it: the refusals above are not a blanket no."""

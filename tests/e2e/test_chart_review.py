@@ -155,8 +155,9 @@ def previous_chart(tmp_path) -> str:
 
 def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator, namespace, tmp_path):
     """A real-node database made by the previous chart, then the operator upgraded to this one: the pods are
-    replaced once each (one new StatefulSet revision), the replica first and the primary last, every row
-    kept, the replica streaming again, and no password left in its connection settings."""
+    replaced once each (one new StatefulSet revision), the replica first, then the primary moved to it by one
+    switchover and the former primary's pod last, every row kept, the former primary streaming from the new
+    one, and no password left in its connection settings."""
     platform = tmp_path / "platform.yaml"
     platform.write_text(json.dumps(local_node_platform()))
     name = "upgraded"
@@ -189,11 +190,13 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
         wait_for(f"the release on chart {CHART}", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
                  .get("status") or {}).get("release", {}).get("chart") == CHART, timeout=120)
         wait_ready(cluster, namespace, name, timeout=300)
-        wait_streaming(cluster, namespace, f"{name}-0", 1)
+        status = get_json(cluster, "-n", namespace, "mydb", name)["status"]
+        assert (status["primary"], status["lastSwitchover"]["from"]) == (f"{name}-1", f"{name}-0"), status
+        wait_streaming(cluster, namespace, f"{name}-1", 1)
         for pod in pods:
             assert rows(cluster, namespace, pod) == ROW_FACTS
         assert len(get_json(cluster, "-n", namespace, "controllerrevisions")["items"]) == revisions_before + 1
-        conninfo = sql(cluster, namespace, f"{name}-1", "show primary_conninfo")
+        conninfo = sql(cluster, namespace, f"{name}-0", "show primary_conninfo")
         assert "passfile=" in conninfo and "password=" not in conninfo, conninfo
         assert get_json(cluster, "-n", namespace, "pdb", name) != {}
         assert get_json(cluster, "-n", namespace, "networkpolicy", name) != {}

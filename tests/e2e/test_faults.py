@@ -495,15 +495,17 @@ def test_release_stuck_pending_install_or_uninstalling_is_recovered_keeping_the_
 
 
 def chart_with_immutable_change(target: Path) -> Path:
-    """A copy of the bundled chart whose StatefulSet wants another podManagementPolicy: an immutable field.
+    """A copy of the bundled chart whose StatefulSet names another governing Service: an immutable field.
 
-    (The selector would do too, but the operator's start-up check refuses a chart that selects differently.)"""
+    (The selector would do too, but the operator's start-up check refuses a chart that selects differently;
+    a changed podManagementPolicy, the operator re-creates the StatefulSet for.)"""
     chart = target / "mydatabase"
     shutil.copytree(REPO / "charts" / "mydatabase", chart)
     path = chart / "templates" / "statefulset.yaml"
     text = path.read_text()
-    assert text.count("podManagementPolicy: OrderedReady\n") == 1, "the chart's StatefulSet changed shape"
-    path.write_text(text.replace("podManagementPolicy: OrderedReady\n", "podManagementPolicy: Parallel\n"))
+    governing = "serviceName: {{ $fullname }}-headless\n"
+    assert text.count(governing) == 1, "the chart's StatefulSet changed shape"
+    path.write_text(text.replace(governing, "serviceName: {{ $fullname }}-governing\n"))
     return chart
 
 

@@ -54,7 +54,8 @@ NAMESPACED_RIGHTS = {
     "poddisruptionbudgets.policy": ALL,
     "networkpolicies.networking.k8s.io": ALL,
     "jobs.batch": {"get", "list", "watch", "create"},
-    "pods": {"get", "list", "watch", "patch"},
+    "pods": {"get", "list", "watch", "patch", "delete"},
+    "endpointslices.discovery.k8s.io": {"list", "watch"},
     "secrets": {"get", "create", "delete"},
 }
 # Cluster-scoped, whatever the mode: kopf reads the CRD it serves; StorageClasses

@@ -171,7 +171,8 @@ def delete_pod_and_wait_ready_again(cluster, namespace: str, name: str, pod: str
 
 def test_primary_and_replica_loss_restart_cleanly_and_keep_rows(cluster, real_operator, namespace):
     """Deleting the primary pod shuts PostgreSQL down cleanly (the new pod's log says 'shut down at', with no crash
-    recovery), status leaves Ready and comes back, every row is on the new primary and both replicas stream again;
+    recovery), status leaves Ready and comes back; the pod, coming back by itself within seconds, is waited for
+    (no failover: policy/primary.py's startup grace), every row is on it and both replicas stream again;
     deleting a replica pod likewise brings it back clean, and it catches up with rows written while it was down even
     though the primary switched WAL segments and checkpointed meanwhile (the primary keeps the WAL it needs)."""
     name, primary, replica = "production-db", "production-db-0", "production-db-1"
@@ -185,6 +186,7 @@ def test_primary_and_replica_loss_restart_cleanly_and_keep_rows(cluster, real_op
 
     delete_pod_and_wait_ready_again(cluster, namespace, name, primary)
     assert sql(cluster, namespace, primary, "select pg_is_in_recovery()") == "f"
+    assert get_json(cluster, "-n", namespace, "configmap", f"{name}-primary") == {}  # nothing moved
     assert rows(cluster, namespace, primary) == ROW_FACTS
     # The new primary has a new address. A replica that connects while DNS still names the old one gives up after
     # the TCP user timeout in its primary_conninfo (10 s; without it the kernel's 130 s) and asks again.
@@ -419,39 +421,6 @@ def test_storage_growth_keeps_the_rows_and_the_pods(cluster, real_operator, name
     for pod in before:
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == row_facts(200), timeout=30)
     assert streaming_replicas(cluster, namespace, f"{name}-0") == 1
-
-
-def test_minor_version_change_rolls_replicas_first_primary_last_and_keeps_the_rows(cluster, real_operator,
-                                                                                   namespace):
-    """15.2 -> 15.3 (two tags of the same Debian build) replaces the real pods from the highest ordinal down, the
-    primary last; the new pods run the 15.3 image, every row is kept and both replicas stream again."""
-    name = "production-db"
-    create_db(cluster, namespace, name, replicas=3)
-    wait_ready(cluster, namespace, name, timeout=300)
-    write_rows(cluster, namespace, f"{name}-0")
-    wait_for("both replicas streaming", lambda: streaming_replicas(cluster, namespace, f"{name}-0") == 2, timeout=60)
-    pods = [f"{name}-{ordinal}" for ordinal in range(3)]
-    uids = {pod: pod_uid(cluster, namespace, pod) for pod in pods}
-
-    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"version": "15.3"}}')
-    replaced: list[str] = []  # in the order the poll first saw each pod replaced
-
-    def all_replaced() -> bool:
-        for pod in pods:
-            if pod not in replaced and pod_uid(cluster, namespace, pod) != uids[pod]:
-                replaced.append(pod)
-        return len(replaced) == 3
-    wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
-    assert replaced == [f"{name}-2", f"{name}-1", f"{name}-0"], replaced
-    wait_for("status.version 15.3", lambda: (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {})
-             .get("version") == "15.3", timeout=300)
-    wait_ready(cluster, namespace, name, timeout=300)
-    for pod in pods:
-        image = get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"]
-        assert image == f"{REGISTRY}/library/postgres:15.3", (pod, image)
-        assert rows(cluster, namespace, pod) == ROW_FACTS
-    wait_for("both replicas streaming again", lambda: streaming_replicas(cluster, namespace, f"{name}-0") == 2,
-             timeout=240)
 
 
 def test_postgresql_17_runs_from_the_trixie_image(cluster, real_operator, namespace):

@@ -12,7 +12,12 @@ filled in, and only what differs on one machine is moved:
 - fieldRef              -> the pod's name and namespace
 - host names            -> loopback addresses: each database pod gets its own
                            (127.0.0.1 for ordinal 0, 127.0.0.2 for 1), so all
-                           pods keep the same port, as in the cluster
+                           pods keep the same port, as in the cluster; a
+                           replica's <primary>.PEER_DOMAIN becomes PRIMARY_HOST,
+                           the address of the pod the record names
+- the operator's record -> an optional ConfigMap the chart mounts but does not
+                           render: one directory per database, shared by its
+                           pods, that a test writes (DatabasePod.record)
 - the PostgreSQL port   -> one free loopback port
 - volume mount paths    -> directories under a temporary root (a claim that is
                            not the pod's own, such as another database's
@@ -52,7 +57,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "production-db.yaml"
 NAMESPACE = "ns"
 PG_TOOLS = ("postgres", "initdb", "pg_ctl", "psql", "pg_isready", "pg_basebackup",
-            "pg_dump", "pg_restore")
+            "pg_dump", "pg_restore", "pg_rewind", "pg_controldata")
 STAMP_RE = re.compile(r"^\d{8}T\d{6}Z\.dump$")
 
 
@@ -230,10 +235,9 @@ class Container:
         release = rendered.one("StatefulSet")["metadata"]["name"]
         self.chart_port = str(rendered.one("StatefulSet")["spec"]["template"]["spec"]
                               ["containers"][0]["ports"][0]["containerPort"])
-        # Cluster DNS: the primary's pod name and the read-write Service lead to
-        # ordinal 0; "127.0.0.1" in a probe is the pod itself.
+        # Cluster DNS: the read-write Service leads to ordinal 0; "127.0.0.1" in
+        # a probe is the pod itself.
         self.hosts = {
-            f"{release}-0.{release}-headless.{NAMESPACE}.svc": "127.0.0.1",
             release: "127.0.0.1",
             f"{release}-ro": "127.0.0.2",   # the read-only Service: the replica (ordinal 1)
         }
@@ -246,6 +250,9 @@ class Container:
             volume = volumes.get(mount["name"], {})
             if mount["name"] in volume_dirs:
                 where = volume_dirs[mount["name"]]
+            elif "configMap" in volume and volume["configMap"].get("optional"):
+                # Not rendered: made by the operator. One directory per database, shared by its pods.
+                where = machine.mkdir(machine.root / "configmaps" / volume["configMap"]["name"])
             elif "configMap" in volume:
                 where = self.scripts = self._config_map(rendered, volume["configMap"],
                                                         home / mount["name"])
@@ -344,11 +351,28 @@ class DatabasePod:
         self.container = container("postgres")
         self.env = self.container.env
         self.pgdata = Path(self.env["PGDATA"])
+        self.record_file = self.env["PRIMARY_RECORD"]   # localized with the rest of the env
         self.log = self.home / "pod.log"
         self.proc: subprocess.Popen | None = None
 
+    def record(self, primary: "DatabasePod | None") -> None:
+        """Write the operator's record naming PRIMARY as the database's primary (None: remove it)."""
+        path = Path(self.record_file)
+        path.unlink(missing_ok=True)
+        if primary is not None:
+            path.write_text(primary.name + "\n")
+
+    def _resolve_primary(self) -> None:
+        """PRIMARY_HOST: the address of the pod the record names (ordinal 0 without one), as DNS would."""
+        path = Path(self.record_file)
+        recorded = path.read_text().split()[0] if path.exists() and path.read_text().strip() else None
+        ordinal = int(recorded.rsplit("-", 1)[1]) if recorded else 0
+        for made in (*self.init_containers, self.container):
+            made.env["PRIMARY_HOST"] = f"127.0.0.{ordinal + 1}"
+
     def initialise(self, timeout: float) -> int:
         """Runs the init containers in turn, as the kubelet does: the first to fail ends it (its exit code)."""
+        self._resolve_primary()
         for init in self.init_containers:
             self.proc = self.machine.popen(init.command, init.env, self.log, cwd=self.home)
             wait_for(f"{self.name}'s init container {init.spec['name']} to finish",
@@ -361,6 +385,7 @@ class DatabasePod:
         """A pod's start (init containers first); init=False: its server container restarting alone."""
         code = self.initialise(timeout) if init else 0
         assert code == 0, f"{self.name}'s init container exited with {code}:\n{self.logs()}"
+        self._resolve_primary()
         self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
         probe = self.container.probe()
 
@@ -379,6 +404,7 @@ class DatabasePod:
         code = self.initialise(timeout) if init else 0
         if code != 0:
             return code, False
+        self._resolve_primary()
         self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
         probe = self.container.probe()
         served = False
@@ -414,12 +440,12 @@ class DatabasePod:
         assert result.returncode == 0, f"{self.name}: {query!r} failed:\n{result.stderr}"
         return result.stdout.strip()
 
-    def stop(self) -> None:
-        """pg_ctl stop -m immediate; then make sure the process group is gone."""
+    def stop(self, mode: str = "immediate") -> None:
+        """pg_ctl stop (-m immediate: a crash; fast: the pod's preStop); then make sure the process group is gone."""
         if self.proc is None:
             return
         if (self.pgdata / "postmaster.pid").exists():
-            self.machine.run(["pg_ctl", "-D", str(self.pgdata), "-m", "immediate", "-w", "stop"],
+            self.machine.run(["pg_ctl", "-D", str(self.pgdata), "-m", mode, "-w", "stop"],
                              {"PATH": self.machine.path}, timeout=30)
         try:
             self.proc.wait(timeout=15)

@@ -1,7 +1,8 @@
 """The reconcile steps wired together, without a cluster: the API calls and Helm are fakes.
 
-A first install onto nothing creates the credentials Secret, runs Helm once and
-labels the pods; the next pass, with the release's hash in status, runs nothing.
+A first install onto nothing creates the credentials Secret and runs Helm once;
+the next pass labels the pods; the one after, with the release's hash in status
+and the pods labelled, runs nothing.
 """
 
 from __future__ import annotations
@@ -81,7 +82,35 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     return made
 
 
-def test_a_first_install_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
+def slices(routes: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """EndpointSlices as the API shows them: one per Service, its ready pods."""
+    return [{"metadata": {"name": f"{service}-abc", "namespace": "ns",
+                          "labels": {**names.selector_labels("db"), "kubernetes.io/service-name": service}},
+             "endpoints": [{"targetRef": {"name": p}, "conditions": {"ready": True}} for p in pods]}
+            for service, pods in routes.items()]
+
+
+def cached(store: ChildStore, pods: list[dict[str, Any]], routes: dict[str, list[str]], version: int) -> None:
+    """The informers' copy of the database at resourceVersion VERSION: its StatefulSet, pods, Services and
+    where they route."""
+    services = [{"metadata": {"name": s, "labels": {}}} for s in names.release_services("db")]
+    for kind, items in (("statefulsets", [STATEFULSET]), ("pods", pods), ("services", services),
+                        ("endpointslices", slices(routes))):
+        stored = [{**o, "metadata": {**o["metadata"], "namespace": "ns", "resourceVersion": str(version),
+                                     "labels": {**names.selector_labels("db"), **(o["metadata"].get("labels") or {})}}}
+                  for o in items]
+        store.replace(kind, None, stored, listed_at=version)
+
+
+def labelled(ordinal: int, role: str) -> dict[str, Any]:
+    made = pod(ordinal)
+    return {**made, "metadata": {**made["metadata"], "labels": {names.ROLE_LABEL: role}}}
+
+
+def test_a_first_install_then_labels_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
+    """The install runs Helm once and is Deploying until the Services route; the next pass labels the
+    primary and the replica (the Services select on the labels) and, with both Services routing to them,
+    is Running; an idle pass after that does nothing at all."""
     async def scenario() -> None:
         store = ChildStore(on_change=lambda *_: None)
         for kind in KINDS:
@@ -91,33 +120,35 @@ def test_a_first_install_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
 
         first = await reconcile(BODY, None, runtime)
         assert len(helm.upgrades) == 1 and helm.upgrades[0]["replicas"] == 2
+        assert helm.upgrades[0]["updateStrategy"] == "OnDelete"
         assert calls["secrets"] == [names.credentials_secret_name("db")]
         assert first.events == [] and first.helm_ran  # the install is told by status alone
-        assert calls["labels"] == [("db-0", names.ROLE_LABEL, names.PRIMARY), ("db-1", names.ROLE_LABEL, names.REPLICA)]
+        assert calls["labels"] == []  # no pod before Helm: they are labelled once they exist
         assert first.problem is None
-        assert (first.status["phase"], first.status["ready"], first.status["readyReplicas"]) == ("Running", True, 2)
+        assert (first.status["phase"], first.status["ready"], first.status["readyReplicas"]) == ("Deploying", False, 2)
+        assert first.status["conditions"][0]["reason"] == "RoutingPending"
         assert first.status["release"]["revision"] == 1
         assert first.status["lastOperation"]["type"] == "Install"
 
-        for kind, items in (("statefulsets", [STATEFULSET]), ("pods", [pod(0), pod(1)])):
-            labelled = [{**o, "metadata": {**o["metadata"], "namespace": "ns",
-                                           "labels": names.selector_labels("db")}} for o in items]
-            store.replace(kind, None, labelled, listed_at=8)
-        services = [{"metadata": {"name": s, "namespace": "ns", "labels": names.selector_labels("db")}}
-                    for s in names.release_services("db")]
-        store.replace("services", None, services, listed_at=8)
+        cached(store, [pod(0), pod(1)], {"db": ["db-0"], "db-ro": ["db-1"]}, 8)
         second = await reconcile({**BODY, "status": first.status}, first.status, runtime)
         assert len(helm.upgrades) == 1  # the hash matches and nothing drifted: no Helm run
-        assert second.events == [] and second.status["release"] == first.status["release"]
-        assert not second.helm_ran and not second.retry_soon
+        assert calls["labels"] == [("db-0", names.ROLE_LABEL, names.PRIMARY), ("db-1", names.ROLE_LABEL, names.REPLICA)]
+        assert (second.status["phase"], second.status["ready"]) == ("Running", True)
+        assert second.status["primary"] == second.status["targetPrimary"] == "db-0"
+
+        cached(store, [labelled(0, names.PRIMARY), labelled(1, names.REPLICA)], {"db": ["db-0"], "db-ro": ["db-1"]}, 9)
+        third = await reconcile({**BODY, "status": second.status}, second.status, runtime)
+        assert len(helm.upgrades) == 1 and len(calls["labels"]) == 2
+        assert third.events == [] and third.status == second.status
+        assert not third.helm_ran and not third.retry_soon
 
     asyncio.run(scenario())
 
 
-def test_a_role_label_refused_after_helm_keeps_the_pass(calls: dict[str, list[Any]],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """The status is still built (with Helm's revision, so the next pass runs no Helm) and the daemon
-    is told to retry soon, instead of the whole pass being lost to the exception."""
+def test_a_role_label_refused_keeps_the_pass(calls: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Helm run and the status still happen (with Helm's revision, so the next pass runs no Helm) and
+    the daemon is told to retry soon, instead of the whole pass being lost to the exception."""
     async def label_pod(namespace: str, name: str, key: str, value: str) -> None:
         raise ApiException(status=403, reason="Forbidden")
 
@@ -127,6 +158,7 @@ def test_a_role_label_refused_after_helm_keeps_the_pass(calls: dict[str, list[An
         store = ChildStore(on_change=lambda *_: None)
         for kind in KINDS:
             store.replace(kind, None, [], listed_at=1)
+        cached(store, [pod(0), pod(1)], {}, 8)
         helm = FakeHelm()
         outcome = await reconcile(BODY, None, Runtime(helm=helm, children=store))  # type: ignore[arg-type]
         assert len(helm.upgrades) == 1 and outcome.helm_ran and outcome.retry_soon
@@ -140,7 +172,9 @@ def test_a_first_install_holds_a_rollout_place_until_its_pods_are_ready(
     calls: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch, pods_ready: bool, holders: int
 ) -> None:
     not_ready = {"conditions": [{"type": "Ready", "status": "False"}]}
-    after_helm = AFTER_HELM if pods_ready else Observation(
+    routed = Observation(statefulset=STATEFULSET, pods=AFTER_HELM.pods, services=AFTER_HELM.services,
+                         routes={"db": ("db-0",), "db-ro": ("db-1",)})
+    after_helm = routed if pods_ready else Observation(
         statefulset=STATEFULSET, pods=[{**pod(0), "status": not_ready}], services=AFTER_HELM.services)
 
     async def observation(namespace: str, release: str) -> Observation:

@@ -22,6 +22,8 @@ STATEFULSET: dict[str, Any] = {
     "spec": {
         "replicas": 3,
         "serviceName": "db-headless",
+        "podManagementPolicy": "Parallel",
+        "updateStrategy": {"type": "OnDelete"},
         "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": "5Gi"}}}}],
         "template": {
             "metadata": {"annotations": {"checksum/scripts": "abc"}},
@@ -52,6 +54,8 @@ def test_a_statefulset_keeps_what_the_reconciles_read_and_loses_its_pod_template
         "volumeClaimTemplates": STATEFULSET["spec"]["volumeClaimTemplates"],
         "template": {"spec": {"containers": [{"name": "postgres", "image": "registry/postgres:15.2"},
                                              {"name": "exporter", "image": "exporter:1"}]}},
+        "updateStrategy": {"type": STATEFULSET["spec"]["updateStrategy"]["type"]},
+        "podManagementPolicy": STATEFULSET["spec"]["podManagementPolicy"],
     }
     assert kept["status"] == STATEFULSET["status"]
     assert "managedFields" not in kept["metadata"] and "annotations" not in kept["metadata"]

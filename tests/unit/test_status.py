@@ -11,6 +11,7 @@ from mydb_operator.status.problem import Problem
 SPEC = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": "0 2 * * *"}})
 APPLIED = {"name": "db", "revision": 1, "chart": "mydatabase-0.1.0", "appliedHash": "h", "status": "deployed"}
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+ROUTES = {"db": ("db-0",), "db-ro": ("db-1", "db-2")}  # where the Services route once all three serve
 
 
 def pod(ordinal, ready=True, phase="Running", labels=None):
@@ -35,13 +36,18 @@ def cond(status, type_):
     return next(c for c in status["conditions"] if c["type"] == type_)
 
 
-def test_all_replicas_ready_is_running_and_ready():
-    status = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)]))
+def serving_three():
+    return Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)], routes=ROUTES)
+
+
+def test_all_replicas_ready_and_routed_is_running_and_ready():
+    status = status_of(serving_three())
     assert (status["phase"], status["ready"], status["readyReplicas"]) == ("Running", True, 3)
     assert cond(status, "Ready")["status"] == "True"
     assert cond(status, "Progressing")["status"] == "False"
     assert status["observedGeneration"] == 4
-    assert status["primary"] == "db-0"
+    assert status["primary"] == status["targetPrimary"] == "db-0"
+    assert (cond(status, "Failover")["status"], cond(status, "Failover")["reason"]) == ("False", "Stable")
     assert status["endpoints"] == {"primary": "db.ns.svc:5432", "replicas": "db-ro.ns.svc:5432"}
     assert status["release"] == APPLIED
     assert status["selector"] == "app.kubernetes.io/instance=db,app.kubernetes.io/name=mydatabase"
@@ -84,8 +90,18 @@ def test_hibernated_keeps_replicas_in_spec_and_reports_hibernated():
     assert cond(status, "Ready")["reason"] == "Hibernated"
 
 
+def test_ready_pods_the_services_do_not_route_to_yet_are_not_ready():
+    """A client connecting right after Ready must land where it should: Ready waits for the Services."""
+    for routes, missing in (({}, "Service db to route to db-0"),
+                            ({"db": ("db-0",), "db-ro": ("db-1",)}, "Service db-ro to route to db-1, db-2"),
+                            ({"db": ("db-0", "db-1"), "db-ro": ("db-2",)}, "Service db to route to db-0")):
+        status = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)], routes=routes))
+        assert (status["phase"], status["ready"]) == ("Deploying", False)
+        assert cond(status, "Ready")["reason"] == "RoutingPending" and missing in status["message"], status["message"]
+
+
 def test_transition_time_kept_while_status_unchanged_and_no_patch_needed():
-    observation = Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)])
+    observation = serving_three()
     first = status_of(observation, now=T0)
     second = status_of(observation, previous=first, now=T1)
     assert cond(second, "Ready")["lastTransitionTime"] == T0
@@ -93,7 +109,7 @@ def test_transition_time_kept_while_status_unchanged_and_no_patch_needed():
 
 
 def test_transition_time_moves_when_status_flips():
-    first = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)]), now=T0)
+    first = status_of(serving_three(), now=T0)
     second = status_of(Observation(statefulset=statefulset(), pods=[pod(0)]), previous=first, now=T1)
     assert cond(second, "Ready")["lastTransitionTime"] == T1
     assert status_patch(first, second)["ready"] is False
@@ -133,14 +149,14 @@ def test_pods_coming_up_one_by_one_are_progress_and_ready_is_a_transition():
     steps = [roll(pod(0, ready=False)), roll(pod(0)), roll(pod(0), pod(1, ready=False)),
              roll(pod(0), pod(1), pod(2, ready=False))]
     assert all(progress_only(first, step) for step in steps)
-    assert not progress_only(first, roll(pod(0), pod(1), pod(2)))  # Running and Ready
+    assert not progress_only(first, status_of(serving_three(), previous=first, now=T1))  # Running and Ready
     assert not progress_only(first, status_of(Observation(statefulset=statefulset()), applied={**APPLIED, "revision": 2}))
 
 
 def test_a_progress_change_waits_at_most_the_hold_and_a_transition_never():
     first = status_of(Observation(statefulset=statefulset()))
     progress = status_of(Observation(statefulset=statefulset(), pods=[pod(0)]), previous=first)
-    ready = status_of(Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)]), previous=first)
+    ready = status_of(serving_three(), previous=first)
     assert hold_for(first, progress, held_since=None, now=100.0) == PROGRESS_HOLD_SECONDS
     assert hold_for(first, progress, held_since=100.0, now=105.0) == PROGRESS_HOLD_SECONDS - 5
     assert hold_for(first, progress, held_since=100.0, now=100.0 + PROGRESS_HOLD_SECONDS) is None
@@ -154,3 +170,33 @@ def test_a_claim_still_being_provisioned_is_not_resizing():
     assert cond(creating, "Resizing")["status"] == "False"
     growing = status_of(Observation(statefulset=statefulset(), claims=[claim("data-db-0", "512Mi"), claim("data-db-1")]))
     assert cond(growing, "Resizing")["status"] == "True" and "waiting for data-db-0" in cond(growing, "Resizing")["message"]
+
+
+def test_a_primary_down_or_moving_is_degraded_or_progressing_whatever_the_pods():
+    from mydb_operator.policy.actions import Plan
+    from mydb_operator.status.primary import PrimaryView
+
+    def under(state, message):
+        return build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=serving_three(),
+                            applied=APPLIED, problem=None, previous={}, now=T0,
+                            primary=PrimaryView(plan=Plan((), state, message)))
+    for state in ("WaitingFailoverDelay", "FailingOver", "NoEligibleReplica"):
+        status = under(state, "the primary db-0 is not ready")
+        assert (status["phase"], status["ready"], cond(status, "Ready")["reason"]) == ("Degraded", False, state)
+    moving = under("FailingOver", "failing over from db-0 to db-1")
+    assert (cond(moving, "Failover")["status"], cond(moving, "Failover")["reason"]) == ("True", "FailingOver")
+    stuck = under("NoEligibleReplica", "no replica can take over: db-1 is not ready")
+    assert cond(stuck, "Failover")["status"] == "False" and "db-1 is not ready" in cond(stuck, "Failover")["message"]
+    switching = under("SwitchingOver", "switching over from db-0 to db-1")
+    assert (switching["phase"], cond(switching, "Failover")["status"]) == ("Deploying", "True")
+
+
+def test_under_on_delete_the_operator_restarts_and_updated_replicas_say_rolled_out():
+    """The controller never moves currentRevision on under OnDelete."""
+    on_delete = statefulset(current="r1", update="r2")
+    on_delete["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    assert status_of(Observation(statefulset=on_delete, pods=[pod(0), pod(1), pod(2)], routes=ROUTES))["phase"] == (
+        "Running")
+    rolling = statefulset(current="r1", update="r2")
+    assert status_of(Observation(statefulset=rolling, pods=[pod(0), pod(1), pod(2)], routes=ROUTES))["phase"] == (
+        "Deploying")

@@ -1,7 +1,10 @@
 """build_values, database_values and release_hash: the seed's values, hibernation, backups, and a hash that moves with them."""
 
+import pytest
+
 from mydb_operator.desired.platform import Platform
 from mydb_operator.desired.values import build_values, database_values, release_hash
+from mydb_operator.model.errors import SpecError
 from mydb_operator.model.spec import parse_spec
 
 SEED = {"replicas": 3, "version": "15.2", "storage": "100Gi",
@@ -62,3 +65,21 @@ def test_the_owner_goes_in_last_and_only_when_given():
     platform = Platform(values={"owner": {"uid": "someone-else"}})
     values = database_values("db", spec, platform, owner_uid="u-1")
     assert values["owner"] == {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "name": "db", "uid": "u-1"}
+
+
+def test_the_operator_restarts_the_pods_and_passes_the_replication_mode():
+    values = build_values("db", parse_spec({**SEED, "replication": {"synchronous": True}}))
+    assert values["updateStrategy"] == "OnDelete"
+    assert values["replication"] == {"synchronous": True}
+
+
+def test_a_chart_that_does_not_declare_the_newer_values_is_not_given_them():
+    """A database still on an older chart, or a platform's own chart: it would refuse unknown keys. A
+    synchronous database on such a chart is refused instead of silently running asynchronous."""
+    older = frozenset({"replicas", "image", "storage", "credentials", "roleLabel", "backup"})
+    values = database_values("db", parse_spec(SEED), Platform(), chart_keys=older)
+    assert "updateStrategy" not in values and "replication" not in values
+    assert "updateStrategy" in database_values("db", parse_spec(SEED), Platform(), chart_keys=older | {"updateStrategy"})
+    with pytest.raises(SpecError, match="does not take replication values") as refused:
+        database_values("db", parse_spec({**SEED, "replication": {"synchronous": True}}), Platform(), chart_keys=older)
+    assert refused.value.field == "replication.synchronous"

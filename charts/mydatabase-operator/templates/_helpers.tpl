@@ -62,13 +62,20 @@ app.kubernetes.io/part-of: mydatabase-operator
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create]
-# Pods are watched for status and labelled with their role (primary/replica).
+# Pods are watched for status and labelled with their role (primary, replica,
+# fenced); deleted one at a time to restart them onto a new template (replicas
+# first, the primary after a switchover), and a fenced former primary to stop it.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, patch, delete]
+# Where the Services route: Ready waits until a client lands on the right pods.
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
 # The credentials Secret is created once and deleted with deletionPolicy Delete;
-# get reads only a Secret a MyDatabase names (spec.credentials.secretName) to
-# check its keys. Never list or watch: Helm keeps its records in ConfigMaps.
+# get reads the superuser's login from it (the operator asks each server what
+# it is, and promotes a replica) and checks the keys of a Secret a MyDatabase
+# names. Never list or watch: Helm keeps its records in ConfigMaps.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, delete]

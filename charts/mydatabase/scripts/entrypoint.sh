@@ -1,30 +1,37 @@
 #!/bin/sh
-# Container command of every database pod. Ordinal 0 of the StatefulSet is the
-# primary; every other ordinal is a streaming replica of it. Everything comes
-# from the environment, so this also runs outside Kubernetes.
+# Container command of every database pod. One pod is the primary, every other
+# one streams from it; which one is role.sh's answer (the operator's record,
+# else ordinal 0). Everything comes from the environment, so this also runs
+# outside Kubernetes.
 #
 #   entrypoint.sh init   the first boot (initdb and restore, or a replica's
-#                        clone; nothing once PGDATA holds a cluster), then exit:
-#                        the pod's init container, which no probe limits, so a
-#                        clone or a restore may take hours
+#                        clone), or a pod whose data must follow another
+#                        primary now (follow.sh: pg_rewind, else a fresh
+#                        clone); then exit: the pod's init container, which no
+#                        probe limits, so a clone or a restore may take hours
 #   entrypoint.sh serve  the server, on the cluster the first boot made; with
 #                        none in PGDATA it exits 1 rather than make one under
 #                        the startup probe (an empty primary, or a clone that
 #                        probe would cut short): the pod's container
 #   entrypoint.sh        both, one after the other (outside Kubernetes)
 #
-#   POD_NAME   <name>-<ordinal>; only the trailing ordinal matters
+#   POD_NAME   <name>-<ordinal>
 #   PGDATA     data directory          PGPORT  port (default 5432)
 #   SCRIPTS_DIR        where the other scripts and postgresql.conf live
 #                      (default: this script's directory)
 #   SOCKET_DIR         unix socket directory (default /var/run/postgresql)
 #   LISTEN_ADDRESSES   default '*'
 #   CREDENTIALS_DIR    the credentials as files (credentials.sh)
-#   PRIMARY_HOST, PRIMARY_PORT (default PGPORT)   where a replica streams from
+#   PRIMARY_RECORD, PEER_DOMAIN (or PRIMARY_HOST), PRIMARY_PORT (default
+#   PGPORT)            the primary, and where a replica streams from (role.sh)
 # plus what primary-init.sh / replica-bootstrap.sh need. RESTORE_FROM and
 # RESTORE_DIR matter to the primary's first boot only (primary-init.sh restores
 # the dump before this script starts the server); replicas ignore them and
 # clone the primary, restored data included.
+#
+# Nothing here ever promotes a server: a recorded primary whose data is a
+# standby (the operator's promotion is pending) starts as a standby of nobody,
+# and the operator promotes it once the old primary is fenced.
 set -eu
 
 : "${POD_NAME:?POD_NAME is required}"
@@ -35,8 +42,7 @@ SOCKET_DIR="${SOCKET_DIR:-/var/run/postgresql}"
 export PGPORT
 . "$SCRIPTS_DIR/credentials.sh"
 
-ordinal="${POD_NAME##*-}"
-case "$ordinal" in
+case "${POD_NAME##*-}" in
   '' | *[!0-9]*)
     echo "entrypoint: cannot read an ordinal from POD_NAME=$POD_NAME (want <name>-<N>)" >&2
     exit 1 ;;
@@ -48,26 +54,48 @@ case "$mode" in
   *) echo "entrypoint: unknown mode '$mode' (want init, serve, or nothing for both)" >&2; exit 1 ;;
 esac
 
-if [ "$ordinal" -eq 0 ]; then
-  echo "entrypoint: $POD_NAME is the primary"
+. "$SCRIPTS_DIR/role.sh"
+has_cluster() { [ -s "$PGDATA/PG_VERSION" ]; }
+
+if [ "$ROLE" = primary ]; then
+  if [ "$RECORDED" = true ]; then
+    echo "entrypoint: $POD_NAME is the primary (recorded)"
+  else
+    echo "entrypoint: $POD_NAME is the primary"
+  fi
 else
-  echo "entrypoint: $POD_NAME is a replica"
-  : "${PRIMARY_HOST:?PRIMARY_HOST is required}"
+  echo "entrypoint: $POD_NAME is a replica of $PRIMARY_POD"
   REPLICATION_USER="$(credential replication-username)"
   replication_password="$(credential replication-password)"
   # Rewritten on every start, so a changed password takes effect on restart.
   # In the socket directory: a volume of the pod's own, writable, never shared.
   REPLICATION_PASSFILE="$SOCKET_DIR/.replication.pgpass"
   write_passfile "$REPLICATION_PASSFILE" "$REPLICATION_USER" "$replication_password"
-  export REPLICATION_USER REPLICATION_PASSFILE
+  export REPLICATION_USER REPLICATION_PASSFILE PRIMARY_HOST
 fi
 
 if [ "$mode" != serve ]; then
-  if [ "$ordinal" -eq 0 ]; then
+  if [ "$ROLE" = primary ]; then
+    if [ "$RECORDED" = true ] && ! has_cluster; then
+      # The primary moved here once, so this database has data elsewhere: a new
+      # empty cluster would be served as if it were it.
+      echo "entrypoint: $POD_NAME is the recorded primary but $PGDATA holds no cluster: refusing to make an empty one (the operator fails over to a replica that has the data)" >&2
+      exit 1
+    fi
     sh "$SCRIPTS_DIR/primary-init.sh"
   else
     if [ -n "${RESTORE_FROM:-}" ]; then
       echo "entrypoint: RESTORE_FROM is for the primary only; cloning it instead"
+    fi
+    if has_cluster; then
+      code=0
+      REWIND_STANDBY=true sh "$SCRIPTS_DIR/follow.sh" || code=$?
+      if [ "$code" -eq 3 ]; then
+        echo "entrypoint: removing $PGDATA, which cannot follow $PRIMARY_POD, to clone it afresh"
+        rm -rf "$PGDATA"
+      elif [ "$code" -ne 0 ]; then
+        exit "$code"
+      fi
     fi
     sh "$SCRIPTS_DIR/replica-bootstrap.sh"
   fi
@@ -75,30 +103,38 @@ fi
 if [ "$mode" = init ]; then
   exit 0
 fi
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
+if ! has_cluster; then
   echo "entrypoint: $PGDATA holds no cluster: the first boot (the pod's init container, entrypoint.sh init) makes it; delete the pod to run it again" >&2
   exit 1
 fi
+if [ "$ROLE" = replica ] && [ ! -f "$PGDATA/standby.signal" ]; then
+  # A former primary whose container restarted (its pod was not re-created).
+  code=0
+  sh "$SCRIPTS_DIR/follow.sh" || code=$?
+  if [ "$code" -eq 3 ]; then
+    echo "entrypoint: delete the pod: its init container clones $PRIMARY_POD afresh" >&2
+  fi
+  [ "$code" -eq 0 ] || exit "$code"
+fi
 
-set --   # settings for the postgres command line: a replica's connection
-if [ "$ordinal" -ne 0 ]; then
-  # The WAL receiver's connection. It has no connect timeout of its own:
-  # without a TCP user timeout, a connect to the address of a primary that is
-  # gone waits for the kernel (about 130 s) before it resolves the name again.
-  # Keepalives find a primary that vanished without closing the connection.
+# The WAL receiver's connection, in postgresql.auto.conf, where the operator's
+# ALTER SYSTEM points a running replica at a new primary (and a reload applies
+# it). It has no connect timeout of its own: without a TCP user timeout, a
+# connect to the address of a primary that is gone waits for the kernel (about
+# 130 s) before it resolves the name again. Keepalives find a primary that
+# vanished without closing the connection. No password: the passfile has it
+# (pg_basebackup -R and pg_rewind leave conninfo lines behind; they go).
+conninfo=""
+if [ "$ROLE" = replica ]; then
   conninfo="host=$PRIMARY_HOST port=${PRIMARY_PORT:-$PGPORT} user=$REPLICATION_USER"
   conninfo="$conninfo passfile=$REPLICATION_PASSFILE application_name=$POD_NAME"
   conninfo="$conninfo tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3"
-  set -- -c "primary_conninfo=$conninfo"
-  if [ "${REPLICATION_SLOT:-false}" = true ]; then
-    set -- "$@" -c "primary_slot_name=$(printf '%s' "$POD_NAME" | tr '-' '_')"
-  fi
-  # Data directories cloned before this (pg_basebackup -R) carry a
-  # primary_conninfo with the password in postgresql.auto.conf; the command
-  # line overrides it, and the password does not stay on the volume.
-  if grep -q '^primary_conninfo' "$PGDATA/postgresql.auto.conf" 2>/dev/null; then
-    sed -i '/^primary_conninfo/d' "$PGDATA/postgresql.auto.conf"
-  fi
+elif [ -f "$PGDATA/standby.signal" ]; then
+  echo "entrypoint: $PGDATA is still a standby: it serves read-only, following nobody, until the operator promotes it"
+fi
+sed -i -e '/^primary_conninfo/d' -e '/^primary_slot_name/d' "$PGDATA/postgresql.auto.conf" 2>/dev/null || true
+if [ -n "$conninfo" ]; then
+  printf "primary_conninfo = '%s'\n" "$conninfo" >> "$PGDATA/postgresql.auto.conf"
 fi
 
 # Chart-managed parameters are copied in on every start, so a changed ConfigMap
@@ -120,4 +156,4 @@ grep -qxF "$include" "$PGDATA/postgresql.conf" || printf '\n%s\n' "$include" >> 
 # Command-line settings win over postgresql.conf: these are the chart's wiring.
 exec postgres -D "$PGDATA" -p "$PGPORT" \
   -c listen_addresses="${LISTEN_ADDRESSES:-*}" \
-  -c unix_socket_directories="$SOCKET_DIR" "$@"
+  -c unix_socket_directories="$SOCKET_DIR"

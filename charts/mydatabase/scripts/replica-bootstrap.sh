@@ -10,10 +10,10 @@
 #   REPLICATION_PASSFILE  a libpq password file for the replication user
 #                         (entrypoint.sh writes it from CREDENTIALS_DIR)
 #   REPLICATION_USER      the replication user
-#   POD_NAME              names the replication slot
-#   REPLICATION_SLOT=true use a physical slot (off by default: a slot of a
-#                         removed replica pins WAL on the primary until dropped)
 #   PRIMARY_WAIT_SECONDS  how long to wait for the primary (default 600)
+#
+# No replication slot: a slot lives on one primary, and a failover or a
+# switchover moves the primary; wal_keep_size keeps the WAL a replica needs.
 set -eu
 
 : "${PGDATA:?PGDATA is required}"
@@ -34,23 +34,20 @@ if [ -d "$PGDATA" ] && [ -n "$(ls -A "$PGDATA")" ]; then
   exit 1
 fi
 
-# After a full restart the primary may still be starting.
+# After a full restart the primary may still be starting; after a failover the
+# recorded primary may not be promoted yet: a clone of it would not follow it.
+is_primary() {
+  psql "host=$PRIMARY_HOST port=$PRIMARY_PORT user=$REPLICATION_USER dbname=postgres connect_timeout=5" \
+    -XAtq -c 'select pg_is_in_recovery()' 2>/dev/null | grep -qx f
+}
 deadline=$(( $(date +%s) + ${PRIMARY_WAIT_SECONDS:-600} ))
-until pg_isready -q -h "$PRIMARY_HOST" -p "$PRIMARY_PORT"; do
+until PGPASSFILE="$REPLICATION_PASSFILE" is_primary; do
   if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "replica-bootstrap: primary $PRIMARY_HOST:$PRIMARY_PORT not ready" >&2
+    echo "replica-bootstrap: $PRIMARY_HOST:$PRIMARY_PORT is not a ready primary" >&2
     exit 1
   fi
   sleep 2
 done
-
-set --
-if [ "${REPLICATION_SLOT:-false}" = true ]; then
-  : "${POD_NAME:?POD_NAME is required for the slot name}"
-  # Slot names allow [a-z0-9_] only.
-  slot="$(printf '%s' "$POD_NAME" | tr '-' '_')"
-  set -- -C -S "$slot"
-fi
 
 # Clone into a side directory and rename at the end: a half-finished clone
 # must never look like a data directory on the next start.
@@ -62,7 +59,7 @@ rm -rf "$tmp"
 PGPASSFILE="$REPLICATION_PASSFILE" pg_basebackup \
   -d "tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3" \
   -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
-  -D "$tmp" -X stream -c fast "$@"
+  -D "$tmp" -X stream -c fast
 touch "$tmp/standby.signal"
 rm -rf "$PGDATA"   # empty (checked above) or absent
 mv "$tmp" "$PGDATA"

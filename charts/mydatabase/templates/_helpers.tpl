@@ -124,10 +124,15 @@ The PVC to restore from (restore.enabled only); rendering fails without it.
 {{- required "restore.claimName is required when restore.enabled is true: the source database's backups PersistentVolumeClaim in the same namespace (e.g. <source>-backups)" .Values.restore.claimName -}}
 {{- end -}}
 
-{{/* DNS name of the primary (ordinal 0) through the headless Service. */}}
-{{- define "mydatabase.primaryHost" -}}
+{{/* The pods' DNS domain (<pod>.<domain>) through the headless Service. */}}
+{{- define "mydatabase.peerDomain" -}}
 {{- $fullname := include "mydatabase.fullname" . -}}
-{{- printf "%s-0.%s-headless.%s.svc" $fullname $fullname .Release.Namespace -}}
+{{- printf "%s-headless.%s.svc" $fullname .Release.Namespace -}}
+{{- end -}}
+
+{{/* The ConfigMap the operator records the primary in (it makes it; the chart only mounts it). */}}
+{{- define "mydatabase.primaryRecord" -}}
+{{- printf "%s-primary" (include "mydatabase.fullname" .) -}}
 {{- end -}}
 
 {{/*
@@ -148,8 +153,12 @@ adds what only the first boot reads (the init container): the dump to restore.
   value: /var/lib/postgresql/data/pgdata
 - name: PGPORT
   value: {{ .ctx.Values.postgresql.port | quote }}
-- name: PRIMARY_HOST
-  value: {{ include "mydatabase.primaryHost" .ctx }}
+# The primary: the operator's record when there is one, else ordinal 0
+# (role.sh); replicas reach it as <pod>.PEER_DOMAIN.
+- name: PRIMARY_RECORD
+  value: /etc/mydatabase/primary/primary
+- name: PEER_DOMAIN
+  value: {{ include "mydatabase.peerDomain" .ctx }}
 # The Secret as files (the credentials volume), never as env vars:
 # the environment is inherited by every process, PostgreSQL included.
 - name: CREDENTIALS_DIR
@@ -173,6 +182,9 @@ adds what only the first boot reads (the init container): the dump to restore.
   readOnly: true
 - name: credentials
   mountPath: /etc/mydatabase/credentials
+  readOnly: true
+- name: primary-record
+  mountPath: /etc/mydatabase/primary
   readOnly: true
 # Writable places under a read-only root filesystem: the unix
 # socket and lock file, and temporary files of the scripts.

@@ -189,4 +189,6 @@ class ChildStore:
             jobs=filed("jobs"),
             services=filed("services"),
             claims=filed("persistentvolumeclaims"),
+            configmaps=filed("configmaps"),
+            endpointslices=filed("endpointslices"),
         )

@@ -23,6 +23,7 @@ from .. import names
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 Timeout = float | tuple[float, float] | None
 
 
@@ -72,6 +73,12 @@ def get(path: str, **query: Any) -> dict[str, Any]:
     """The API's JSON as plain dicts."""
     body: dict[str, Any] = json.loads(request("GET", path, query=query).data)
     return body
+
+
+def exchange(method: str, path: str, body: Any, *, content_type: str = JSON) -> dict[str, Any]:
+    """A write whose answer (the object as stored: its new resourceVersion) is used."""
+    answer: dict[str, Any] = json.loads(request(method, path, body=body, content_type=content_type).data)
+    return answer
 
 
 def send(method: str, path: str, body: Any = None, *, content_type: str = JSON, **query: Any) -> None:

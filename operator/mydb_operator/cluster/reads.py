@@ -8,14 +8,26 @@ from .. import names
 from ..model.observation import Object, Observation, assemble
 from . import clients
 from .blocking import exists, threaded, tolerating
-from .resources import CLAIMS, CRONJOBS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS, STORAGE_CLASSES, Resource
+from .resources import (
+    CLAIMS,
+    CONFIG_MAPS,
+    CRONJOBS,
+    ENDPOINT_SLICES,
+    JOBS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+    STORAGE_CLASSES,
+    Resource,
+)
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 
 
 @threaded
 def observation(namespace: str, release: str) -> Observation:
-    """One database's objects from the API: four label-selected lists and two reads by name."""
+    """One database's objects from the API: five label-selected lists and three reads by name."""
     selector = names.label_selector(names.selector_labels(release))
 
     def listed(resource: Resource) -> list[Object]:
@@ -35,6 +47,8 @@ def observation(namespace: str, release: str) -> Observation:
         cronjobs=by_name(CRONJOBS, names.backup_cronjob(release)),
         jobs=listed(JOBS),
         services=listed(SERVICES),
+        configmaps=by_name(CONFIG_MAPS, names.primary_record(release)),
+        endpointslices=listed(ENDPOINT_SLICES),
     )
 
 

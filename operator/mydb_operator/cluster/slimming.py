@@ -6,6 +6,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .. import names
+
 Object = dict[str, Any]
 
 # Parts no reconcile reads (status, the policies and drift look at pod and Job status and
@@ -16,14 +18,16 @@ UNREAD = {"pods": ("spec",), "jobs": ("spec",), "services": ("spec", "status")}
 
 def statefulset_spec(spec: Object) -> Object:
     """What reconciles read of a StatefulSet's spec: its replicas, its claim templates (their
-    size) and its containers' images (the running version); the rest of the pod template is
-    most of the object and nothing reads it."""
+    size), its containers' images (the running version), who restarts the pods and how they
+    start; the rest of the pod template is most of the object and nothing reads it."""
     pod_spec = (spec.get("template") or {}).get("spec") or {}
     containers = [{"name": c.get("name"), "image": c.get("image")} for c in pod_spec.get("containers") or []]
     return {
         "replicas": spec.get("replicas"),
         "volumeClaimTemplates": spec.get("volumeClaimTemplates") or [],
         "template": {"spec": {"containers": containers}},
+        "updateStrategy": {"type": (spec.get("updateStrategy") or {}).get("type")},
+        "podManagementPolicy": spec.get("podManagementPolicy"),
     }
 
 
@@ -31,6 +35,28 @@ def cronjob_spec(spec: Object) -> Object:
     """What reconciles read of the backup CronJob's spec: its schedule (drift)."""
     return {"schedule": spec.get("schedule")}
 
+
+def configmap(obj: Object) -> Object:
+    """The operator's record of the primary whole; the chart's scripts without their text."""
+    if (obj["metadata"].get("labels") or {}).get(names.RECORD_LABEL):
+        return obj
+    return {k: v for k, v in obj.items() if k not in ("data", "binaryData")}
+
+
+def endpoint_slice(obj: Object) -> Object:
+    """Which pods it routes to, and whether each is ready: nothing else of it is read."""
+    endpoints = [
+        {
+            "targetRef": {"name": (e.get("targetRef") or {}).get("name")},
+            "conditions": {"ready": (e.get("conditions") or {}).get("ready")},
+        }
+        for e in obj.get("endpoints") or []
+    ]
+    return {"metadata": obj["metadata"], "endpoints": endpoints}
+
+
+# Kinds whose cached copy keeps only a few of its parts.
+PARTS_READ: dict[str, Callable[[Object], Object]] = {"configmaps": configmap, "endpointslices": endpoint_slice}
 
 # managedFields are the largest part of a server-side applied object; no reconcile reads a
 # child's annotations (Helm's release annotations, pod annotations).
@@ -54,6 +80,8 @@ def slim(kind: str, obj: Object) -> Object:
     """The object as cached: without the unread metadata, the kind's UNREAD parts and the
     unread part of its spec, its strings shared."""
     kept = {k: v for k, v in obj.items() if k not in UNREAD.get(kind, ())}
+    if kind in PARTS_READ:
+        kept = PARTS_READ[kind](kept)
     kept["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in METADATA_UNREAD}
     if kind in SPEC_READ and "spec" in obj:
         kept["spec"] = SPEC_READ[kind](obj["spec"])

@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from .. import names
 from . import clients
 from .blocking import created, exists, threaded, tolerating
-from .clients import MERGE_PATCH
+from .clients import JSON_PATCH, MERGE_PATCH
 from .resources import CLAIMS, CONFIG_MAPS, DATABASES, JOBS, PODS, SECRETS, STATEFULSETS
 
 # How long storage growth waits for an orphaned StatefulSet to go before it reports the resize stalled.
@@ -105,3 +107,50 @@ def orphan_statefulset(namespace: str, name: str) -> None:
 def create_job_once(body: dict[str, Any]) -> bool:
     """Create the Job unless it exists (made for this request before a restart); True when created now."""
     return created(lambda: clients.send("POST", JOBS.path(body["metadata"]["namespace"]), body))
+
+
+@threaded
+def write_record(body: dict[str, Any]) -> str:
+    """Create or replace the ConfigMap recording the primary; returns its new resourceVersion.
+
+    A replacement carries the resourceVersion it was based on: if the ConfigMap changed
+    since, the API refuses it (409) instead of letting a stale decision win."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    if body["metadata"].get("resourceVersion"):
+        stored = clients.exchange("PUT", CONFIG_MAPS.path(namespace, name), body)
+    else:
+        stored = clients.exchange("POST", CONFIG_MAPS.path(namespace), body)
+    version: str = stored["metadata"]["resourceVersion"]
+    return version
+
+
+@threaded
+def delete_record(namespace: str, release: str) -> None:
+    with tolerating(404):
+        clients.send("DELETE", CONFIG_MAPS.path(namespace, names.primary_record(release)))
+
+
+@threaded
+def delete_pod(namespace: str, name: str, uid: str, grace: int | None) -> None:
+    """Delete the pod with this uid (not one the StatefulSet made since under its name); grace None: its own
+    terminationGracePeriodSeconds. Already gone, or another pod by now: nothing to do."""
+    options: dict[str, Any] = {"preconditions": {"uid": uid}}
+    if grace is not None:
+        options["gracePeriodSeconds"] = grace
+    try:
+        clients.send("DELETE", PODS.path(namespace, name), options)
+    except ApiException as error:
+        if error.status not in (404, 409):
+            raise
+
+
+@threaded
+def remove_annotation(namespace: str, name: str, key: str, value: str) -> None:
+    """Remove the MyDatabase's annotation KEY if it still says VALUE (a newer request is kept)."""
+    pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+    operations = [{"op": "test", "path": pointer, "value": value}, {"op": "remove", "path": pointer}]
+    try:
+        clients.send("PATCH", DATABASES.path(namespace, name), operations, content_type=JSON_PATCH)
+    except ApiException as error:
+        if error.status not in (404, 409, 422):  # gone, or the annotation changed meanwhile
+            raise

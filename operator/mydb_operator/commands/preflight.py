@@ -59,4 +59,11 @@ def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
             chart,
             ", ".join(fit.unowned),
         )
-    return operator_memo(config, loaded, helm, owns_children=fit.owns_children)
+    return operator_memo(
+        config,
+        loaded,
+        helm,
+        owns_children=fit.owns_children,
+        pod_management=fit.pod_management,
+        chart_keys=fit.value_keys,
+    )

@@ -40,9 +40,10 @@ def load_database(path: str) -> dict[str, Any]:
     return databases[0]
 
 
-def values_for(database: dict[str, Any], loaded: Platform) -> dict[str, Any]:
+def values_for(database: dict[str, Any], loaded: Platform, chart_keys: frozenset[str] | None = None) -> dict[str, Any]:
     try:
-        return database_values(database["metadata"]["name"], parse_spec(database.get("spec") or {}), loaded)
+        spec = parse_spec(database.get("spec") or {})
+        return database_values(database["metadata"]["name"], spec, loaded, chart_keys=chart_keys)
     except (SpecError, PlatformError) as error:
         raise SystemExit(f"invalid {names.KIND}: {error}") from None
 
@@ -55,10 +56,15 @@ def print_manifests(args: argparse.Namespace, config: Config) -> None:
     """The manifests the operator would apply: same values, same chart, same object patches."""
     database = load_database(args.file)
     loaded = platform(config)
-    values = values_for(database, loaded)
     namespace = args.namespace or database["metadata"].get("namespace") or "default"
+    helm = make_helm(config, loaded)
+
+    async def rendered() -> list[dict[str, Any]]:
+        values = values_for(database, loaded, frozenset(await helm.default_values()))
+        return await helm.template(namespace, database["metadata"]["name"], values)
+
     try:
-        objects = asyncio.run(make_helm(config, loaded).template(namespace, database["metadata"]["name"], values))
+        objects = asyncio.run(rendered())
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)

@@ -53,6 +53,9 @@ DENIED_PARAMETERS = frozenset(
         "fsync",
         "full_page_writes",
         "synchronous_commit",
+        "synchronous_standby_names",  # spec.replication.synchronous
+        "wal_log_hints",  # pg_rewind of a former primary needs it
+        "recovery_target_timeline",  # a replica follows a promoted one onto its new timeline
         "ssl_cert_file",
         "ssl_key_file",
         "ssl_ca_file",

@@ -24,6 +24,9 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
         "credentials": {"secretName": spec.existing_secret or names.credentials_secret_name(release)},
         "roleLabel": names.ROLE_LABEL,
         "backup": {"enabled": False},
+        # The operator restarts the pods itself (reconcile/topology.py): replicas, then one switchover.
+        "updateStrategy": "OnDelete",
+        "replication": {"synchronous": spec.synchronous},
     }
     if spec.storage_class_name:
         values["storage"]["storageClassName"] = spec.storage_class_name
@@ -58,14 +61,28 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
     return values
 
 
+def postgres_port(platform: Platform) -> int:
+    """The port the servers listen on: the chart's, unless the platform's values set another."""
+    port = (platform.values.get("postgresql") or {}).get("port")
+    return port if isinstance(port, int) else names.POSTGRES_PORT
+
+
 def owner_value(name: str, uid: str) -> dict[str, str]:
     """The chart's `owner` value: the MyDatabase every object but the claims gets an ownerReference to."""
     return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": names.KIND, "name": name, "uid": uid}
 
 
-def database_values(name: str, spec: DatabaseSpec, platform: Platform, owner_uid: str = "") -> dict[str, Any]:
+# Values a chart takes only since 0.7.0: an older chart (a database upgraded from it) or a platform's own
+# chart that does not declare them is not given them, as it would refuse an unknown key.
+NEWER_VALUES = ("updateStrategy", "replication")
+
+
+def database_values(
+    name: str, spec: DatabaseSpec, platform: Platform, owner_uid: str = "", chart_keys: frozenset[str] | None = None
+) -> dict[str, Any]:
     """The values Helm gets for a database: the spec's over the platform's, then the platform's patches,
     then the owner (when the chart takes one: a platform cannot change who owns the objects).
+    chart_keys: the top-level keys the chart's values.yaml declares (None: the bundled chart's).
 
     The one place values are made, for the operator and for `render`/`values` alike."""
     refused = denied(platform, spec.postgresql_parameters)
@@ -75,6 +92,11 @@ def database_values(name: str, spec: DatabaseSpec, platform: Platform, owner_uid
             f"{', '.join(refused)} cannot be set here: the operator manages them, or they trade durability away",
         )
     values = apply_values(platform, build_values(name, spec))
+    for key in NEWER_VALUES:
+        if chart_keys is not None and key not in chart_keys:
+            if key == "replication" and spec.synchronous:
+                raise SpecError("replication.synchronous", "the chart in use does not take replication values")
+            values.pop(key, None)
     if owner_uid:
         values["owner"] = owner_value(name, owner_uid)
     return values

@@ -66,6 +66,8 @@ async def run_database(
                     delay = backoff.failed()
                 else:
                     backoff.succeeded()
+                if outcome.recheck is not None:  # a failover under way: time alone moves it on
+                    delay = min(delay, outcome.recheck)
                 held = stored.write_due_in()
                 if held is not None:  # a held status change is written by the pass after the hold
                     delay = min(delay, held)

@@ -56,6 +56,9 @@ async def delete_database(
                 # re-creates a deleted claim for any pod it re-creates: that claim would outlive the database.
                 await writes.delete_statefulset(namespace, name)
             claims = await writes.delete_claims(namespace, name)
+            # The record of the primary goes with the data it points into; kept beside retained claims, it
+            # tells the same database made again which of them holds the newest data.
+            await writes.delete_record(namespace, name)
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete
             await writes.delete_secret(namespace, names.credentials_secret_name(name))
     except HelmError as error:
@@ -68,4 +71,9 @@ async def delete_database(
         told = f"deleted, {how}, with claims {claims} {secret} (deletionPolicy Delete)"
         log.info("%s/%s: %s", namespace, name, told)
     else:
-        log.info("%s/%s: deleted, %s; its claims and Secret are kept (deletionPolicy Retain)", namespace, name, how)
+        log.info(
+            "%s/%s: deleted, %s; its claims, Secret and record of the primary are kept (deletionPolicy Retain)",
+            namespace,
+            name,
+            how,
+        )

@@ -27,7 +27,15 @@ class OperatorMemo:
     informers: list[Informer] = field(default_factory=list)  # started by the startup handler, stopped at cleanup
 
 
-def operator_memo(config: Config, platform: Platform, helm: Helm, *, owns_children: bool = False) -> OperatorMemo:
+def operator_memo(
+    config: Config,
+    platform: Platform,
+    helm: Helm,
+    *,
+    owns_children: bool = False,
+    pod_management: str = "Parallel",
+    chart_keys: frozenset[str] | None = None,
+) -> OperatorMemo:
     """The handlers' shared state around a Helm and platform the start-up check already accepted."""
     wakeups = Wakeups()
     store = ChildStore(on_change=wakeups.poke)  # each change wakes the database it belongs to
@@ -36,6 +44,8 @@ def operator_memo(config: Config, platform: Platform, helm: Helm, *, owns_childr
         children=store,
         platform=platform,
         owns_children=owns_children,
+        pod_management=pod_management,
+        chart_keys=chart_keys,
         rollouts=RolloutWindow(config.rollout_window),
     )
     return OperatorMemo(config=config, runtime=runtime, wakeups=wakeups)

@@ -29,6 +29,11 @@ class ChartFit:
     problems: list[str] = field(default_factory=list)
     takes_owner: bool = False
     unowned: list[str] = field(default_factory=list)  # "Kind/name" rendered without the owner reference
+    # The StatefulSet's podManagementPolicy as rendered: immutable, so a live StatefulSet with another
+    # is re-created around its pods before Helm upgrades it (reconcile/acting.py).
+    pod_management: str = "OrderedReady"
+    # The top-level keys of the chart's values.yaml: values it does not declare are not passed to it.
+    value_keys: frozenset[str] = frozenset()
 
     @property
     def owns_children(self) -> bool:
@@ -81,9 +86,11 @@ def missing_objects(objects: list[dict[str, Any]], release: str) -> list[str]:
 async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
     """Render the chart for every supported major, with backups and restore on (and the owner, when the
     chart takes one); say what is wrong and which objects would not be owned."""
-    takes_owner = declares_owner(await helm.default_values())
+    defaults = await helm.default_values()
+    takes_owner = declares_owner(defaults)
     problems: list[str] = []
     unowned: set[str] = set()
+    pod_management = "OrderedReady"  # Kubernetes' default when the chart does not say
     for major in SUPPORTED_MAJORS:
         spec = parse_spec(
             {
@@ -95,7 +102,9 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
             }
         )
         try:
-            values = database_values(PROBE, spec, platform, owner_uid=PROBE_UID if takes_owner else "")
+            values = database_values(
+                PROBE, spec, platform, owner_uid=PROBE_UID if takes_owner else "", chart_keys=frozenset(defaults)
+            )
             objects = await helm.template("default", PROBE, values)
         except HelmError as error:
             problems.append(f"version {major}.x: helm template failed: {error}")
@@ -104,6 +113,8 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
             problems.append(f"version {major}.x: {error}")
             continue
         problems += [f"version {major}.x: {problem}" for problem in missing_objects(objects, PROBE)]
+        sts = next((o for o in objects if o.get("kind") == "StatefulSet"), None)
+        pod_management = ((sts or {}).get("spec") or {}).get("podManagementPolicy") or pod_management
         if takes_owner:
             unowned.update(unowned_objects(objects, PROBE_UID))
-    return ChartFit(problems, takes_owner, sorted(unowned))
+    return ChartFit(problems, takes_owner, sorted(unowned), pod_management, frozenset(defaults))

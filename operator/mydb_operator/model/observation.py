@@ -13,6 +13,7 @@ from typing import Any
 from .. import names
 
 Object = dict[str, Any]
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on every EndpointSlice, naming its Service
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,10 @@ class Observation:
     jobs: list[Object] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
     claims: list[Object] = field(default_factory=list)  # the pods' data claims
+    record: Object | None = None  # the ConfigMap recording the primary (model/record.py), if any
+    # Service name -> the pods it routes to now (ready endpoints of its EndpointSlices): what a
+    # client reaches, which may lag the pods' labels and readiness.
+    routes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def name_of(obj: Object) -> str:
@@ -39,6 +44,8 @@ def assemble(
     jobs: Iterable[Object],
     services: Iterable[Object],
     claims: Iterable[Object],
+    configmaps: Iterable[Object] = (),
+    endpointslices: Iterable[Object] = (),
 ) -> Observation:
     """One database's Observation from objects that carry its selector labels."""
     return Observation(
@@ -48,4 +55,21 @@ def assemble(
         jobs=sorted(jobs, key=name_of),
         services=sorted(name_of(s) for s in services),
         claims=sorted((c for c in claims if name_of(c).startswith(names.data_claim_prefix(release))), key=name_of),
+        record=next((c for c in configmaps if name_of(c) == names.primary_record(release)), None),
+        routes=routes(endpointslices),
     )
+
+
+def routes(endpointslices: Iterable[Object]) -> dict[str, tuple[str, ...]]:
+    """Service -> the pods its EndpointSlices list as ready, sorted."""
+    found: dict[str, set[str]] = {}
+    for endpoint_slice in endpointslices:
+        service = (endpoint_slice["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if not service:
+            continue
+        pods = found.setdefault(service, set())
+        for endpoint in endpoint_slice.get("endpoints") or []:
+            target = (endpoint.get("targetRef") or {}).get("name")
+            if target and (endpoint.get("conditions") or {}).get("ready"):
+                pods.add(target)
+    return {service: tuple(sorted(pods)) for service, pods in found.items()}

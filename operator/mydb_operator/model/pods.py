@@ -22,6 +22,12 @@ def pod_ordinal(pod: Object) -> int:
     return names.pod_ordinal(pod["metadata"]["name"])
 
 
+def role_label(pod: Object) -> str | None:
+    """The role the operator labelled the pod with (primary, replica, fenced), if any."""
+    role: str | None = (pod["metadata"].get("labels") or {}).get(names.ROLE_LABEL)
+    return role
+
+
 def is_ready(pod: Object) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return not pod["metadata"].get("deletionTimestamp") and any(

@@ -14,6 +14,10 @@ from .versions import VERSION_PATTERN, major, supported_range
 
 DELETION_RETAIN, DELETION_DELETE = "Retain", "Delete"
 RETENTION_PATTERN = re.compile(r"^[1-9][0-9]*[hdw]$")
+# How long the primary may stop serving before a replica takes over (seconds), and how far behind
+# the primary's last known WAL position a replica may be and still be promoted (docs/high-availability.md).
+FAILOVER_DELAY_SECONDS = 3
+MAX_LAG_ON_FAILOVER = "16Mi"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class DatabaseSpec:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     affinity: Mapping[str, Any] = field(default_factory=dict)
+    failover_delay: int = FAILOVER_DELAY_SECONDS
+    max_lag_on_failover: str = MAX_LAG_ON_FAILOVER
+    synchronous: bool = False  # spec.replication.synchronous
 
     @property
     def major(self) -> int:
@@ -62,6 +69,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
     backup = _section(spec, "backup")
     restore = _section(spec, "restore")
     scheduling = _section(spec, "scheduling") or {}
+    replication = _section(spec, "replication") or {}
     parsed = DatabaseSpec(
         replicas=_integer("replicas", spec["replicas"]),
         version=str(spec["version"]),
@@ -91,6 +99,9 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         node_selector=dict(scheduling.get("nodeSelector") or {}),
         tolerations=tuple(scheduling.get("tolerations") or ()),
         affinity=dict(scheduling.get("affinity") or {}),
+        failover_delay=_integer("failoverDelay", spec.get("failoverDelay", FAILOVER_DELAY_SECONDS)),
+        max_lag_on_failover=str(spec.get("maxLagOnFailover") or MAX_LAG_ON_FAILOVER),
+        synchronous=bool(replication.get("synchronous", False)),
     )
     validate(parsed)
     return parsed
@@ -127,6 +138,12 @@ def validate(spec: DatabaseSpec) -> None:
     if not VERSION_PATTERN.match(spec.version):
         raise SpecError("version", f"{spec.version!r} is not a supported PostgreSQL version ({supported_range()})")
     _check_quantity("storage", spec.storage)
+    if spec.failover_delay < 0:
+        raise SpecError("failoverDelay", f"must be 0 or more seconds, got {spec.failover_delay}")
+    if lag_limit(spec.max_lag_on_failover) is None:
+        raise SpecError("maxLagOnFailover", f"{spec.max_lag_on_failover!r} is not a quantity of bytes such as 16Mi")
+    if spec.synchronous and spec.replicas < 2:
+        raise SpecError("replication.synchronous", "needs at least 2 replicas: a commit waits for a replica")
     if spec.deletion_policy not in (DELETION_RETAIN, DELETION_DELETE):
         raise SpecError("deletionPolicy", f"must be Retain or Delete, got {spec.deletion_policy!r}")
     if spec.backup:
@@ -134,6 +151,15 @@ def validate(spec: DatabaseSpec) -> None:
         if not RETENTION_PATTERN.match(spec.backup.retention):
             raise SpecError("backup.retention", f"{spec.backup.retention!r} is not like 7d, 12h or 4w")
         _check_quantity("backup.storage", spec.backup.storage)
+
+
+def lag_limit(text: str) -> int | None:
+    """maxLagOnFailover in bytes (None: not a quantity of zero or more)."""
+    try:
+        limit = parse_quantity(text)
+    except ValueError:
+        return None
+    return int(limit) if limit >= 0 else None
 
 
 def _check_quantity(field_path: str, value: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from .. import names
 
 Object = dict[str, Any]
+REVISION_LABEL = "controller-revision-hash"  # the StatefulSet revision a pod was made from
 
 
 def claim_template_size(statefulset: Object | None) -> str | None:
@@ -34,7 +35,21 @@ def pending_restart(statefulset: Object | None, pods: list[Object]) -> list[str]
     if not revision:
         return []
     return sorted(
-        p["metadata"]["name"]
-        for p in pods
-        if (p["metadata"].get("labels") or {}).get("controller-revision-hash") != revision
+        p["metadata"]["name"] for p in pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision
     )
+
+
+def update_strategy(statefulset: Object | None) -> str | None:
+    """RollingUpdate (the controller rolls the pods) or OnDelete (the operator restarts them)."""
+    strategy = (((statefulset or {}).get("spec") or {}).get("updateStrategy") or {}).get("type")
+    return strategy if isinstance(strategy, str) else None
+
+
+def update_revision(statefulset: Object | None) -> str | None:
+    revision = ((statefulset or {}).get("status") or {}).get("updateRevision")
+    return revision if isinstance(revision, str) else None
+
+
+def pod_management(statefulset: Object | None) -> str | None:
+    policy = ((statefulset or {}).get("spec") or {}).get("podManagementPolicy")
+    return policy if isinstance(policy, str) else None

@@ -39,11 +39,18 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     if blocker is not None:
         outcome.problem = blocker
         return outcome
-    if decision.storage.grow:
+    if decision.storage.grow or decision.recreate:
         try:
-            outcome.events.append(("Normal", "Resizing", await grow_storage(namespace, name, spec.storage, observed)))
+            if decision.storage.grow:
+                told = await grow_storage(namespace, name, spec.storage, observed)
+                outcome.events.append(("Normal", "Resizing", told))
+            else:
+                await writes.orphan_statefulset(namespace, name)
+                log.info(
+                    "%s/%s: StatefulSet re-created around its running pods: %s", namespace, name, decision.recreate
+                )
         except TimeoutError as error:  # the old StatefulSet never went away
-            outcome.problem = Problem("ResizeStalled", str(error))
+            outcome.problem = Problem("ResizeStalled" if decision.storage.grow else "RecreateStalled", str(error))
             return outcome
         except API_FAILURES as error:
             if not refused(error):

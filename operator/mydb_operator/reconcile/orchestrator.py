@@ -8,6 +8,7 @@ from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec, parse_spec
 from ..status.build import build_status
 from ..status.phases import DEPLOYING, PENDING
+from ..status.primary import PrimaryView
 from ..status.problem import Problem
 from ..status.warnings import warnings_for
 from .clock import now
@@ -15,8 +16,8 @@ from .converging import converge
 from .observing import from_cache, observe_fresh
 from .on_demand_backup import backup_on_demand
 from .outcomes import Outcome, Target
-from .roles import label_roles
 from .runtime import Runtime
+from .topology import keep_primary
 
 
 async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
@@ -26,21 +27,25 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     cached = from_cache(namespace, name, runtime)
     observed = cached if cached is not None else await observe_fresh(namespace, name, runtime)
     spec: DatabaseSpec | None = None
+    problem: Problem | None = None
     try:
-        parsed = parse_spec(body.get("spec") or {})
+        spec = parse_spec(body.get("spec") or {})
     except SpecError as error:
         problem = Problem("InvalidSpec", str(error))
+    # The primary first: a failover must not wait behind a Helm run.
+    annotations = meta.get("annotations") or {}
+    topology = await keep_primary(namespace, name, spec, annotations, previous, observed, runtime)
+    if spec is None:
         outcome = Outcome(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
-        spec = parsed
         target = Target(
-            namespace, name, parsed, previous.get("release"), previous.get("lastOperation"), meta.get("uid", "")
+            namespace, name, spec, previous.get("release"), previous.get("lastOperation"), meta.get("uid", "")
         )
         outcome = await converge(target, observed, runtime, fresh=cached is None)
-    outcome.retry_soon = not await label_roles(namespace, outcome.observed.pods)
-    on_demand, backup_events = await backup_on_demand(
-        namespace, name, meta.get("annotations") or {}, previous, outcome.observed
-    )
+    outcome.events = topology.events + outcome.events
+    outcome.recheck = topology.recheck
+    outcome.retry_soon = topology.failed
+    on_demand, backup_events = await backup_on_demand(namespace, name, annotations, previous, outcome.observed)
     outcome.events += backup_events
     outcome.status = build_status(
         release=name,
@@ -55,6 +60,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         operation=outcome.operation,
         storage_blocked=outcome.storage_blocked,
         on_demand=on_demand,
+        primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
     )
     outcome.events += warnings_for(previous, outcome.status)
     if outcome.status.get("phase") not in (PENDING, DEPLOYING):  # up, hibernated or failed: its turn is over

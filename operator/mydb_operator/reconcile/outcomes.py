@@ -39,5 +39,6 @@ class Outcome:
     problem: Problem | None = None
     storage_blocked: str | None = None  # the database runs; only the growth waits
     helm_ran: bool = False  # this pass applied a new Helm revision
-    retry_soon: bool = False  # a step after Helm failed (a role label): try again before the resync
+    retry_soon: bool = False  # a step after Helm failed: try again before the resync
+    recheck: float | None = None  # the primary's plan looks again in so many seconds (a failover under way)
     status: dict[str, Any] = field(default_factory=dict)  # the whole .status, built last

@@ -11,9 +11,11 @@ from ..desired.platform import PlatformError
 from ..desired.values import database_values, release_hash
 from ..model.errors import SpecError
 from ..model.observation import Observation
+from ..model.record import parse_record
 from ..model.spec import DatabaseSpec
-from ..model.statefulset import claim_template_size, running_version
+from ..model.statefulset import claim_template_size, pod_management, running_version
 from ..policy.drift import drift
+from ..policy.maintenance import pods_kept
 from ..policy.storage import StoragePlan, storage_plan
 from ..policy.version_change import version_refusal
 from ..status.problem import Problem
@@ -32,6 +34,9 @@ class Decision:
     values_hash: str = ""  # the release hash of `values`, stored as status.release.appliedHash
     repair: bool = False  # the values are applied already; the live objects drifted
     problem: Problem | None = None
+    # Why the StatefulSet must be re-created around its pods before Helm runs (an immutable field
+    # changes), or None.
+    recreate: str | None = None
 
     @property
     def storage_blocked(self) -> str | None:
@@ -52,14 +57,20 @@ async def expansion_allowed(spec: DatabaseSpec, observed: Observation) -> bool |
     return None if storage_class is None else bool(storage_class.get("allowVolumeExpansion"))
 
 
-async def plan_changes(spec: DatabaseSpec, observed: Observation) -> tuple[DatabaseSpec, StoragePlan, str | None]:
+async def plan_changes(
+    release: str, spec: DatabaseSpec, observed: Observation
+) -> tuple[DatabaseSpec, StoragePlan, str | None]:
     """The spec Helm may apply now, the storage plan, and why the version was held back.
 
     Held-back parts keep their running value, so everything else in the spec
-    still rolls out."""
+    still rolls out. A scale-down that would remove the primary's pod waits
+    until a switchover moved the primary below (reconcile/topology.py)."""
     running = running_version(observed.statefulset)
     refusal = version_refusal(spec, running)
     effective = dataclasses.replace(spec, version=running) if refusal and running else spec
+    keeps = pods_kept(release, parse_record(observed.record), spec.replicas)
+    if keeps is not None:
+        effective = dataclasses.replace(effective, replicas=keeps)
     template_size = claim_template_size(observed.statefulset)
     allowed = await expansion_allowed(spec, observed) if template_size and template_size != spec.storage else None
     plan = storage_plan(spec, template_size, allowed)
@@ -69,7 +80,7 @@ async def plan_changes(spec: DatabaseSpec, observed: Observation) -> tuple[Datab
 async def decide(target: Target, observed: Observation, runtime: Runtime) -> Decision:
     """Why Helm must run for `target` as `observed` (None: it need not), with the values it would apply."""
     name, applied = target.name, target.applied
-    effective, storage, refusal = await plan_changes(target.spec, observed)
+    effective, storage, refusal = await plan_changes(name, target.spec, observed)
     decision = Decision(
         effective=effective,
         storage=storage,
@@ -77,11 +88,14 @@ async def decide(target: Target, observed: Observation, runtime: Runtime) -> Dec
     )
     try:
         owner_uid = target.uid if runtime.owns_children else ""
-        decision.values = database_values(name, effective, runtime.platform, owner_uid)
+        decision.values = database_values(name, effective, runtime.platform, owner_uid, runtime.chart_keys)
     except (SpecError, PlatformError) as error:
         decision.problem = Problem("InvalidSpec" if isinstance(error, SpecError) else "PlatformPatchFailed", str(error))
         return decision
     decision.values_hash = release_hash(runtime.helm.digest, decision.values)
+    live_policy = pod_management(observed.statefulset)
+    if live_policy is not None and live_policy != runtime.pod_management:
+        decision.recreate = f"podManagementPolicy {live_policy} -> {runtime.pod_management}"
     decision.repair = bool(applied and applied.get("appliedHash") == decision.values_hash)
     if decision.repair:
         decision.why = drift(effective, decision.values, observed, name)  # usually None: nothing to do

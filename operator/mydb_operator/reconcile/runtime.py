@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..cluster.child_store import ChildStore
 from ..desired.platform import Platform
 from ..helm.releases import Helm
+from ..instances.logins import Logins
 from .pacing import RolloutWindow
 
 
@@ -21,8 +22,12 @@ class Runtime:
     # The chart puts an ownerReference to the MyDatabase on every object but the claims
     # (helm/chart_check.py): the values carry the owner, and deletion leaves the objects to the GC.
     owns_children: bool = False
+    pod_management: str = "Parallel"  # the chart's StatefulSet podManagementPolicy (helm/chart_check.py)
+    chart_keys: frozenset[str] | None = None  # the chart's top-level values (None: the bundled chart's)
     # First installs between Helm and their pods ready, at most so many at once (pacing.py).
     rollouts: RolloutWindow = field(default_factory=lambda: RolloutWindow(0))
+    # Each database's superuser login, read from its Secret once (the servers are asked as it).
+    logins: Logins = field(default_factory=Logins)
     # Twice the Helm slots may act at once (see converging.py): the next databases
     # read and prepare while Helm runs for others.
     acting: asyncio.Semaphore = field(init=False)

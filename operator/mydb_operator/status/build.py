@@ -7,12 +7,13 @@ from typing import Any
 from .. import names
 from ..model.observation import Observation
 from ..model.pods import is_ready, pod_failure, pod_ordinal
+from ..model.record import recorded_primary
 from ..model.spec import DatabaseSpec
 from ..model.statefulset import pending_restart, running_version
 from ..policy import backups
-from ..policy.roles import role_of
 from .conditions import condition, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
+from .primary import PrimaryView, failover_condition_facts, primary_status, routing_gap
 from .problem import Problem
 
 
@@ -37,13 +38,16 @@ def build_status(
     operation: dict[str, Any] | None = None,
     storage_blocked: str | None = None,
     on_demand: dict[str, str] | None = None,
+    primary: PrimaryView | None = None,
 ) -> dict[str, Any]:
     """Everything under .status, from facts only; equal inputs give an equal dict (no needless writes)."""
+    view = primary or PrimaryView()
     old_conditions = previous.get("conditions") or []
     pods = sorted((p for p in observation.pods if not p["metadata"].get("deletionTimestamp")), key=pod_ordinal)
     ready_pods = [p for p in pods if is_ready(p)]
     desired = 0 if spec is None or spec.hibernate else spec.replicas
     failures = [f for f in (pod_failure(p) for p in pods) if f]
+    target = recorded_primary(release, view.record)
     assessment = assess(
         problem=problem,
         hibernating=spec is not None and spec.hibernate,
@@ -53,6 +57,8 @@ def build_status(
         desired=desired,
         rolled_out=rolled_out(observation.statefulset, desired),
         failures=failures,
+        primary=(view.plan.state, view.plan.message),
+        routing=routing_gap(release, target, pods, observation.routes) if pods else None,
     )
     phase, ready, reason, message = assessment.phase, assessment.ready, assessment.reason, assessment.message
 
@@ -80,6 +86,8 @@ def build_status(
         ),
     ]
     conditions.append(resizing_condition(spec, observation, storage_blocked, old_conditions, now, generation))
+    moving, state, about = failover_condition_facts(view)
+    conditions.append(condition(old_conditions, "Failover", moving, state, about, now, generation))
     status: dict[str, Any] = {
         "ready": ready,
         "phase": phase,
@@ -99,9 +107,7 @@ def build_status(
     if operation:
         settled = phase == RUNNING or (phase == HIBERNATED and not pods)
         status["lastOperation"] = finish_operation(operation, settled, problem, now)
-    primary = next((p for p in pods if role_of(p) == names.PRIMARY), None)
-    if primary is not None:
-        status["primary"] = primary["metadata"]["name"]
+    status.update(primary_status(release, view, pods, previous))
     if applied:
         status["release"] = applied
     backup = {**backups.facts(observation.cronjob, observation.jobs), **(on_demand or {})}

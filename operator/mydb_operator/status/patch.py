@@ -19,7 +19,10 @@ def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
 # Fields that only count progress within a phase (pods appearing and turning ready). A change to
 # nothing else may wait up to PROGRESS_HOLD_SECONDS, so a roll of three pods costs the API server
 # one status write at its end instead of one per pod; any other change is written at once.
-PROGRESS_FIELDS = frozenset({"readyReplicas", "replicas", "message", "primary", "pendingRestart"})
+# What the servers said (WAL positions, lag) moves with every write: it waits like the counters.
+PROGRESS_FIELDS = frozenset(
+    {"readyReplicas", "replicas", "message", "primary", "pendingRestart", "instances", "timeline"}
+)
 PROGRESS_HOLD_SECONDS = 20.0
 
 

@@ -27,14 +27,18 @@ class Assessment:
 
 
 def rolled_out(statefulset: dict[str, Any] | None, desired: int) -> bool:
-    """The StatefulSet controller has seen the latest spec and every replica runs its latest revision."""
+    """The StatefulSet controller has seen the latest spec and every replica runs its latest revision.
+
+    Under OnDelete (the operator restarts the pods) the controller never moves currentRevision on:
+    updatedReplicas alone says it."""
     if not statefulset:
         return False
     sts_status = statefulset.get("status") or {}
+    on_delete = ((statefulset.get("spec") or {}).get("updateStrategy") or {}).get("type") == "OnDelete"
     return bool(
         sts_status.get("observedGeneration", 0) >= statefulset["metadata"].get("generation", 0)
         and sts_status.get("updatedReplicas", 0) >= desired
-        and sts_status.get("currentRevision") == sts_status.get("updateRevision")
+        and (on_delete or sts_status.get("currentRevision") == sts_status.get("updateRevision"))
     )
 
 
@@ -48,8 +52,14 @@ def assess(
     desired: int,
     rolled_out: bool,
     failures: list[str],
+    primary: tuple[str, str] = ("Serving", ""),
+    routing: str | None = None,
 ) -> Assessment:
-    """The first that holds: a problem, hibernation, not installed, all ready, failing pods, rolling out."""
+    """The first that holds: a problem, hibernation, not installed, the primary down or moving, all ready
+    and routed, failing pods, rolling out.
+
+    primary: where the primary's plan stands (policy/primary.py) and why; routing: what a Service does not
+    route to yet (status/primary.py), None when both route where they should."""
     if problem:
         return Assessment(FAILED, False, problem.reason, problem.message)
     if hibernating:
@@ -57,8 +67,19 @@ def assess(
         return Assessment(HIBERNATED, False, "Hibernated", message)
     if not installed:
         return Assessment(PENDING, False, "Pending", "the release is not installed yet")
+    state, why = primary
+    if state in PRIMARY_DOWN:
+        return Assessment(DEGRADED, False, state, why)
+    if state == "SwitchingOver":
+        return Assessment(DEPLOYING, False, state, why)
     if ready_pods == desired and pods == desired and rolled_out:
-        return Assessment(RUNNING, True, "AllReplicasReady", f"{desired}/{desired} replicas are ready")
+        if routing is None:
+            return Assessment(RUNNING, True, "AllReplicasReady", f"{desired}/{desired} replicas are ready")
+        return Assessment(DEPLOYING, False, "RoutingPending", routing)
     if failures:
         return Assessment(DEGRADED, False, "PodsFailing", "; ".join(failures))
     return Assessment(DEPLOYING, False, "RollingOut", f"{ready_pods}/{desired} replicas are ready")
+
+
+# Where the primary's plan stands when it does not serve (policy/primary.py's states).
+PRIMARY_DOWN = frozenset({"WaitingFailoverDelay", "FailingOver", "NoEligibleReplica"})

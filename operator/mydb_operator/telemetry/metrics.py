@@ -30,6 +30,18 @@ OBSERVATIONS = Counter(
     "Looks at one database's objects, by source: the informers' cache (no request) or the API (six reads).",
     ["source"],
 )
+PRIMARY_CHANGES = Counter(
+    "mydb_primary_changes_total",
+    "Moves of a database's primary to another pod, by kind (Failover, Switchover) and step: started when "
+    "recorded, completed when the new primary was promoted.",
+    ["kind", "step"],
+)
+FAILOVERS_NOT_POSSIBLE = Counter(
+    "mydb_failovers_not_possible_total", "Passes that found the primary down and no replica fit to take over."
+)
+INSTANCE_PROBES = Counter(
+    "mydb_instance_probes_total", "Questions to PostgreSQL servers about their state, by result.", ["result"]
+)
 
 _phases: dict[tuple[str, str], str] = {}
 _reported: set[str] = set()

@@ -1,0 +1,27 @@
+"""What the operator makes a server do: promote it, point a replica at another primary."""
+
+from __future__ import annotations
+
+from .connection import Login, Server, session
+
+PROMOTE_SECONDS = 60
+
+
+async def promote(server: Server, login: Login) -> bool:
+    """pg_promote() and wait for it; then a checkpoint, so the new timeline is in the control file,
+    where pg_rewind of a former primary reads it. False when the server did not finish promoting in time."""
+    async with session(server, login) as connection:
+        promoted = await connection.fetchval(
+            "select pg_promote(true, $1)", PROMOTE_SECONDS, timeout=PROMOTE_SECONDS + 5
+        )
+        if promoted:
+            await connection.execute("checkpoint", timeout=PROMOTE_SECONDS)
+    return bool(promoted)
+
+
+async def repoint(server: Server, login: Login, conninfo: str) -> None:
+    """ALTER SYSTEM SET primary_conninfo and a reload: the WAL receiver reconnects at once (PostgreSQL 13+)."""
+    literal = "'" + conninfo.replace("'", "''") + "'"
+    async with session(server, login) as connection:
+        await connection.execute(f"alter system set primary_conninfo = {literal}")
+        await connection.execute("select pg_reload_conf()")

@@ -1,0 +1,57 @@
+"""One short SQL session with one server: a pod's address, the database's superuser, tight timeouts.
+
+Every call opens and closes its own connection: the operator talks to a
+server only while a decision needs it (a pass that saw something change, a
+resync), never holds one open, and a hung server costs one timeout, not a
+stuck pool."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import asyncpg
+
+CONNECT_SECONDS = 2.0  # a server that does not answer the startup packet by then is taken as hung
+COMMAND_SECONDS = 5.0
+FAILURES = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+@dataclass(frozen=True)
+class Login:
+    user: str
+    password: str
+
+
+@dataclass(frozen=True)
+class Server:
+    pod: str
+    address: str  # the pod's IP
+    port: int
+
+
+@asynccontextmanager
+async def session(server: Server, login: Login) -> AsyncIterator[asyncpg.Connection]:
+    connection = await asyncpg.connect(
+        host=server.address,
+        port=server.port,
+        user=login.user,
+        password=login.password,
+        database="postgres",
+        timeout=CONNECT_SECONDS,
+        command_timeout=COMMAND_SECONDS,
+        server_settings={"application_name": "mydb-operator"},
+    )
+    try:
+        yield connection
+    finally:
+        await connection.close(timeout=CONNECT_SECONDS)
+
+
+def failure_text(error: BaseException) -> str:
+    """One line for status and logs: the server's message, or what kept it from answering."""
+    if isinstance(error, TimeoutError):
+        return "no answer in time"
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text

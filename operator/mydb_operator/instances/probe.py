@@ -1,0 +1,57 @@
+"""What each server says of itself, in one query per server, all asked at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ..model.instances import InstanceFacts, Probe, Standby, Unreachable
+from .connection import FAILURES, Login, Server, failure_text, session
+
+# pg_lsn values go out as byte offsets (pg_wal_lsn_diff from 0/0): plain numbers to compare.
+FACTS = """
+select pg_is_in_recovery() as in_recovery,
+  case when pg_is_in_recovery()
+    then coalesce((select received_tli from pg_stat_wal_receiver),
+                  (select timeline_id from pg_control_checkpoint()))
+    else ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int
+  end as timeline,
+  pg_wal_lsn_diff(case when pg_is_in_recovery()
+    then coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())
+    else pg_current_wal_lsn() end, '0/0')::bigint as wal_lsn,
+  pg_wal_lsn_diff(pg_last_wal_replay_lsn(), '0/0')::bigint as replay_lsn,
+  (select status from pg_stat_wal_receiver) as receiver,
+  current_setting('primary_conninfo') as conninfo,
+  (select coalesce(json_agg(json_build_object(
+      'name', application_name, 'state', state, 'sync_state', sync_state,
+      'flush', pg_wal_lsn_diff(flush_lsn, '0/0')::bigint,
+      'replay', pg_wal_lsn_diff(replay_lsn, '0/0')::bigint) order by application_name), '[]')
+   from pg_stat_replication) as standbys
+"""
+
+
+async def probe(server: Server, login: Login) -> Probe:
+    try:
+        async with session(server, login) as connection:
+            row = await connection.fetchrow(FACTS)
+    except FAILURES as error:
+        return Unreachable(server.pod, failure_text(error))
+    assert row is not None
+    standbys = tuple(
+        Standby(s["name"], s["state"], s["sync_state"], s["flush"], s["replay"]) for s in json.loads(row["standbys"])
+    )
+    return InstanceFacts(
+        pod=server.pod,
+        in_recovery=row["in_recovery"],
+        timeline=row["timeline"],
+        wal_lsn=row["wal_lsn"] or 0,
+        replay_lsn=row["replay_lsn"],
+        receiver=row["receiver"],
+        conninfo=row["conninfo"] or "",
+        standbys=standbys,
+    )
+
+
+async def probe_all(servers: list[Server], login: Login) -> dict[str, Probe]:
+    answers = await asyncio.gather(*(probe(server, login) for server in servers))
+    return {answer.pod: answer for answer in answers}

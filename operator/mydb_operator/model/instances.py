@@ -1,0 +1,132 @@
+"""What one PostgreSQL server says of itself when the operator asks (instances/probe.py). Pure.
+
+A failover, a switchover and the status stand on these facts, not on ordinals
+or labels: whether the server is in recovery, its timeline, how much WAL it has
+(a primary's current position, a standby's received and replayed ones), whom
+its WAL receiver follows, and, on a primary, the standbys streaming from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Standby:
+    """One row of a primary's pg_stat_replication."""
+
+    name: str  # application_name: the replica's pod name (entrypoint.sh sets it)
+    state: str  # streaming, catchup, ...
+    sync_state: str  # async, quorum, sync, potential
+    flush_lsn: int | None
+    replay_lsn: int | None
+
+
+@dataclass(frozen=True)
+class InstanceFacts:
+    """A server that answered."""
+
+    pod: str
+    in_recovery: bool
+    timeline: int | None
+    wal_lsn: int  # a primary's current WAL position; a standby's last received (flushed to its disk)
+    replay_lsn: int | None = None  # a standby's last replayed
+    receiver: str | None = None  # a standby's WAL receiver status (streaming, ...); None when none runs
+    conninfo: str = ""  # a standby's primary_conninfo
+    standbys: tuple[Standby, ...] = ()  # a primary's
+
+    @property
+    def upstream(self) -> str | None:
+        """The host a standby's WAL receiver connects to."""
+        return conninfo_value(self.conninfo, "host")
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """A server that did not answer (not running, hung, no route to it, refused the login)."""
+
+    pod: str
+    error: str
+
+
+Probe = InstanceFacts | Unreachable
+
+
+def lsn_text(lsn: int) -> str:
+    """PostgreSQL's own spelling of a WAL position: 0/3000060."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def parse_lsn(text: str | None) -> int | None:
+    """0/3000060 as a number; None when it is not a WAL position."""
+    high, slash, low = (text or "").partition("/")
+    try:
+        return (int(high, 16) << 32) + int(low, 16) if slash else None
+    except ValueError:
+        return None
+
+
+# --- libpq connection strings: keyword = value, a value optionally in single quotes with \ escapes
+
+
+def parse_conninfo(conninfo: str) -> list[tuple[str, str]]:
+    """The keyword/value pairs of a libpq connection string, in order."""
+    pairs: list[tuple[str, str]] = []
+    text, i = conninfo, 0
+    while i < len(text):
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        start = i
+        while i < len(text) and text[i] != "=" and not text[i].isspace():
+            i += 1
+        key = text[start:i]
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text) or text[i] != "=":
+            raise ValueError(f"connection string: no '=' after {key!r}")
+        i += 1
+        while i < len(text) and text[i].isspace():
+            i += 1
+        value: list[str] = []
+        if i < len(text) and text[i] == "'":
+            i += 1
+            while i < len(text) and text[i] != "'":
+                if text[i] == "\\" and i + 1 < len(text):
+                    i += 1
+                value.append(text[i])
+                i += 1
+            if i >= len(text):
+                raise ValueError(f"connection string: unterminated quote in the value of {key!r}")
+            i += 1
+        else:
+            while i < len(text) and not text[i].isspace():
+                if text[i] == "\\" and i + 1 < len(text):
+                    i += 1
+                value.append(text[i])
+                i += 1
+        pairs.append((key, "".join(value)))
+    return pairs
+
+
+def conninfo_value(conninfo: str, key: str) -> str | None:
+    try:
+        return dict(parse_conninfo(conninfo)).get(key)
+    except ValueError:
+        return None
+
+
+def with_value(conninfo: str, key: str, value: str) -> str:
+    """The same connection string with KEY set to VALUE (the other settings kept, in order)."""
+    pairs = parse_conninfo(conninfo)
+    if any(k == key for k, _ in pairs):
+        pairs = [(k, value if k == key else v) for k, v in pairs]
+    else:
+        pairs.append((key, value))
+    return " ".join(f"{k}={_quoted(v)}" for k, v in pairs)
+
+
+def _quoted(value: str) -> str:
+    if value and not any(c.isspace() or c in "'\\" for c in value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,73 @@
+"""What the failover decisions ask for, in order, and where a database's primary stands. Pure.
+
+reconcile/topology.py carries each action out; nothing here touches the cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.record import PrimaryRecord
+
+SERVING, STARTING, WAITING, FAILING_OVER, SWITCHING_OVER, STUCK = (
+    "Serving",
+    "Starting",
+    "WaitingFailoverDelay",
+    "FailingOver",
+    "SwitchingOver",
+    "NoEligibleReplica",
+)
+
+
+@dataclass(frozen=True)
+class RecordPrimary:
+    """Write the record: the decision, before anything acts on it."""
+
+    record: PrimaryRecord
+
+
+@dataclass(frozen=True)
+class Label:
+    pod: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Label the pod fenced (out of both Services), then delete it (this uid only): it stops, and comes
+    back as a replica of the recorded primary. grace None: the pod's own period (a clean shutdown)."""
+
+    pod: str
+    uid: str
+    grace: int | None
+
+
+@dataclass(frozen=True)
+class Promote:
+    pod: str
+
+
+@dataclass(frozen=True)
+class Repoint:
+    """ALTER SYSTEM SET primary_conninfo (the same, another host) and a reload."""
+
+    pod: str
+    conninfo: str
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Delete the pod (this uid only) so the StatefulSet makes it again from its current template."""
+
+    pod: str
+    uid: str
+
+
+Action = RecordPrimary | Label | Fence | Promote | Repoint | Restart
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...]
+    state: str  # SERVING, STARTING, WAITING, FAILING_OVER, SWITCHING_OVER or STUCK
+    message: str = ""
+    recheck: float | None = None  # seconds until time alone may change the answer

@@ -1,0 +1,116 @@
+"""One database as the failover decisions see it: its pods, its record, what each server said. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .. import names
+from ..model.instances import InstanceFacts, Probe
+from ..model.pods import is_ready
+from ..model.record import PrimaryRecord, recorded_primary
+from ..model.timestamps import parse_time
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HaSettings:
+    failover_delay: float  # seconds
+    max_lag: int  # bytes
+    synchronous: bool
+
+
+@dataclass(frozen=True)
+class Members:
+    """One database as the decisions see it."""
+
+    namespace: str
+    release: str
+    pods: tuple[Object, ...]  # the database's pods, terminating ones included
+    record: PrimaryRecord | None
+    probes: Mapping[str, Probe]  # what each server said, by pod name; absent: not asked
+    settings: HaSettings
+    now: datetime
+    served: bool = False  # the recorded primary has served before (status.primary names it)
+    down_since: datetime | None = None  # when the database left Ready, for a primary whose pod is missing
+    reference_lsn: int | None = None  # the primary's last known WAL position (lag of the candidates)
+
+    @property
+    def primary(self) -> str:
+        return recorded_primary(self.release, self.record)
+
+    def pod(self, name: str) -> Object | None:
+        return next((p for p in self.pods if p["metadata"]["name"] == name), None)
+
+    def facts(self, name: str) -> InstanceFacts | None:
+        probe = self.probes.get(name)
+        return probe if isinstance(probe, InstanceFacts) else None
+
+    def others(self) -> list[Object]:
+        return [p for p in self.pods if p["metadata"]["name"] != self.primary]
+
+
+# ---------------------------------------------------------------- facts of one pod
+
+
+def uid_of(pod: Object) -> str:
+    uid: str = pod["metadata"].get("uid", "")
+    return uid
+
+
+def deleting(pod: Object) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def serving(pod: Object | None) -> bool:
+    """There, not being deleted, and ready (its server answers pg_isready)."""
+    return pod is not None and is_ready(pod)
+
+
+def unavailable_since(pod: Object | None) -> datetime | None:
+    """Since when the pod has not served: its deletion, its Ready condition turning False, or its creation."""
+    if pod is None:
+        return None
+    meta = pod["metadata"]
+    if meta.get("deletionTimestamp"):
+        deadline = parse_time(meta["deletionTimestamp"])
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        return None if deadline is None else deadline - timedelta(seconds=grace)
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready" and condition.get("status") != "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    if not is_ready(pod):
+        return parse_time(meta.get("creationTimestamp"))
+    return None
+
+
+def starting_since(pod: Object | None) -> datetime | None:
+    """When a pod that is on its way up started: its server's container running but not ready yet, or its
+    containers being made or its init container running. None for a pod that is not coming up by itself:
+    gone, being deleted, hung long after its start, crash-looping, or not scheduled."""
+    if pod is None or deleting(pod):
+        return None
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") != names.POSTGRES_CONTAINER:
+            continue
+        state = container.get("state") or {}
+        if "running" in state:
+            return None if container.get("ready") else parse_time(state["running"].get("startedAt"))
+        waiting = (state.get("waiting") or {}).get("reason")
+        if waiting not in ("ContainerCreating", "PodInitializing"):
+            return None
+    conditions = status.get("conditions") or []
+    scheduled = any(c.get("type") == "PodScheduled" and c.get("status") == "True" for c in conditions)
+    return parse_time(pod["metadata"].get("creationTimestamp")) if scheduled else None
+
+
+def why_not_serving(pod: Object | None, name: str) -> str:
+    if pod is None:
+        return f"{name} is gone"
+    if deleting(pod):
+        return f"{name} is being deleted"
+    return f"{name} is not ready"

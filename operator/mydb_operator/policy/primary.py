@@ -1,0 +1,191 @@
+"""Which pod is the primary, and what to do when it stops serving: failover and promotion. Pure.
+
+Every pass looks at the pods, the record (model/record.py) and what each server
+said (model/instances.py), and answers with the next actions, in order;
+reconcile/topology.py carries them out and looks again. Nothing here
+remembers: after an operator restart the same facts give the same answer, so a
+failover cut short goes on where it stood. The sequence, as CloudNativePG's:
+
+1. the recorded primary has not served for failoverDelay: pick the replica with
+   the most WAL (received, then replayed, then name), within maxLagOnFailover,
+   and record it as the primary (the decision, written before anything acts);
+2. fence every other pod that may still act as primary: labelled `fenced` (out
+   of both Services at once) and deleted, so it never takes a write again and
+   comes back as a replica (pg_rewind in its init container);
+3. once those are gone, promote the recorded one (pg_promote);
+4. label it primary, point the other replicas at it (primary_conninfo and a
+   reload: no restart, no clone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from .. import names
+from ..model.instances import InstanceFacts, with_value
+from ..model.pods import role_label
+from ..model.record import FAILOVER, PrimaryRecord
+from ..model.timestamps import parse_time, rfc3339
+from .actions import (
+    FAILING_OVER,
+    SERVING,
+    STARTING,
+    STUCK,
+    SWITCHING_OVER,
+    WAITING,
+    Action,
+    Fence,
+    Label,
+    Plan,
+    Promote,
+    RecordPrimary,
+    Repoint,
+)
+from .candidates import Refusal, choose_replica
+from .members import (
+    Members,
+    Object,
+    deleting,
+    serving,
+    starting_since,
+    uid_of,
+    unavailable_since,
+    why_not_serving,
+)
+
+# A failing primary is hung or gone: its pod gets this long to stop before it is killed.
+FAILOVER_GRACE_SECONDS = 1
+# A fenced pod still there this long after its grace period: its node no longer answers (the kubelet
+# cannot confirm the kill). The promotion goes ahead: the pod is out of both Services already.
+FENCE_TIMEOUT_SECONDS = 15.0
+RECHECK_SECONDS = 1.0  # while waiting for a fenced pod to go: its deletion also wakes the database
+# A primary whose pod is coming up again by itself gets this long to serve before a failover is decided.
+STARTUP_GRACE_SECONDS = 30.0
+
+
+def made_after(pod: Object, moment: str) -> bool:
+    """The pod was created after MOMENT (both to the second: the same second counts as before)."""
+    created, decided = parse_time(pod["metadata"].get("creationTimestamp")), parse_time(moment)
+    return created is not None and decided is not None and created > decided
+
+
+def stopped(pod: Object, now: datetime) -> bool:
+    """A fenced pod no longer runs its server: its postgres container has terminated (the kubelet says so
+    before the pod object goes), or its node does not answer FENCE_TIMEOUT_SECONDS past its grace period."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") == names.POSTGRES_CONTAINER and (container.get("state") or {}).get("terminated"):
+            return True
+    deadline = parse_time(pod["metadata"].get("deletionTimestamp"))
+    return deadline is not None and (now - deadline).total_seconds() > FENCE_TIMEOUT_SECONDS
+
+
+def plan(members: Members) -> Plan:
+    """The next actions for the database's primary, in order."""
+    target = members.primary
+    facts = members.facts(target)
+    if facts is not None and facts.in_recovery:
+        return promotion(members)
+    if serving(members.pod(target)):
+        return steady(members)
+    return primary_down(members)
+
+
+def steady(members: Members) -> Plan:
+    """The recorded primary serves: labels follow it, any other primary is fenced, replicas follow it."""
+    target = members.primary
+    actions: list[Action] = []
+    pod = members.pod(target)
+    if pod is not None and role_label(pod) != names.PRIMARY:
+        actions.append(Label(target, names.PRIMARY))
+    host = names.pod_host(members.namespace, members.release, target)
+    repoints: list[Action] = []
+    for other in members.others():
+        name, facts = other["metadata"]["name"], members.facts(other["metadata"]["name"])
+        if deleting(other):
+            continue
+        acts_as_primary = facts is not None and not facts.in_recovery
+        if acts_as_primary or role_label(other) in (names.PRIMARY, names.FENCED):
+            # A former primary back on its old timeline, or fenced and never restarted.
+            actions.append(Fence(name, uid_of(other), FAILOVER_GRACE_SECONDS))
+            continue
+        if role_label(other) != names.REPLICA:
+            actions.append(Label(name, names.REPLICA))
+        if facts is not None and facts.upstream is not None and facts.upstream != host:
+            repoints.append(Repoint(name, with_value(facts.conninfo, "host", host)))
+    actions += repoints
+    record, facts = members.record, members.facts(target)
+    if record is not None and not record.promoted_at and facts is not None:
+        actions.append(RecordPrimary(dataclasses.replace(record, promoted_at=rfc3339(members.now))))
+    return Plan(tuple(actions), SERVING)
+
+
+def primary_down(members: Members) -> Plan:
+    """The recorded primary does not serve: wait out failoverDelay, then record the best replica."""
+    target = members.primary
+    pod = members.pod(target)
+    why = why_not_serving(pod, target)
+    if not members.served:
+        return Plan((), STARTING, f"waiting for the primary {target} to serve: {why}")
+    starting = starting_since(pod)
+    if starting is not None and (members.now - starting).total_seconds() < STARTUP_GRACE_SECONDS:
+        # Its pod came back by itself (a restart of the whole database, of its node, of its container):
+        # it serves again in seconds, with no rewind and no loss. A pod that cannot come back is no such pod.
+        left = STARTUP_GRACE_SECONDS - (members.now - starting).total_seconds()
+        return Plan((), STARTING, f"the primary {target} is starting", min(left, RECHECK_SECONDS * 5))
+    since = unavailable_since(pod) or members.down_since or members.now
+    waited = (members.now - since).total_seconds()
+    delay = members.settings.failover_delay
+    if waited < delay:
+        message = f"the primary {why}; a replica takes over after failoverDelay ({delay:.0f}s) unless it recovers"
+        return Plan((), WAITING, message, delay - waited)
+    chosen = choose_replica(members, exclude=target)
+    if isinstance(chosen, Refusal):
+        return Plan((), STUCK, f"the primary {why} and no replica can take over: {chosen.why}", RECHECK_SECONDS * 5)
+    record = PrimaryRecord(primary=chosen.pod, previous=target, reason=FAILOVER, decided_at=rfc3339(members.now))
+    return Plan((RecordPrimary(record),), FAILING_OVER, f"the primary {why}: failing over to {chosen.pod}")
+
+
+def promotion(members: Members) -> Plan:
+    """The recorded pod is still a standby: fence whatever may act as primary, wait for it to go, promote."""
+    target, record = members.primary, members.record
+    failover = record is None or record.reason == FAILOVER
+    state = FAILING_OVER if failover else SWITCHING_OVER
+    actions: list[Action] = []
+    waiting: list[str] = []
+    for other in members.others():
+        name, facts = other["metadata"]["name"], members.facts(other["metadata"]["name"])
+        acts_as_primary = facts is not None and not facts.in_recovery
+        # The former primary's pod may have started again before the record named another one, and then
+        # as the primary (whatever its label says): unless it was made after the decision (it read the
+        # record as it started), only its own server's word that it is a standby spares it.
+        former = (
+            record is not None
+            and name == record.previous
+            and not (facts is not None and facts.in_recovery)
+            and not made_after(other, record.decided_at)
+        )
+        if not (acts_as_primary or former or role_label(other) in (names.PRIMARY, names.FENCED)):
+            continue
+        if not deleting(other):
+            actions.append(Fence(name, uid_of(other), FAILOVER_GRACE_SECONDS if failover else None))
+            waiting.append(name)
+        elif not stopped(other, members.now):
+            waiting.append(name)
+    moving = f"{'failing' if failover else 'switching'} over from {record.previous if record else '?'} to {target}"
+    if waiting:
+        return Plan(tuple(actions), state, moving, RECHECK_SECONDS)
+    if failover and record is not None:
+        # The old primary is gone now and streams to nobody: a replica that got more WAL from it
+        # than the one chosen is the better choice, as long as nothing was promoted yet.
+        chosen = choose_replica(members, exclude=record.previous)
+        target_facts = members.facts(target)
+        if (
+            isinstance(chosen, InstanceFacts)
+            and chosen.pod != target
+            and target_facts is not None
+            and chosen.wal_lsn > target_facts.wal_lsn
+        ):
+            better = dataclasses.replace(record, primary=chosen.pod)
+            return Plan((RecordPrimary(better),), state, moving)
+    return Plan((*actions, Promote(target)), state, moving)

@@ -1,0 +1,166 @@
+"""Tools of the failover tests on the real node: hang a server, write through the read-write Service as a
+client would, and ask each server what it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .realnode import images, on_real_node
+from .waiting import get_json, wait_for
+
+
+def postgres_pid(cluster, namespace: str, pod: str) -> int:
+    """The host PID of the pod's PostgreSQL postmaster: the postgres container's PID 1."""
+    statuses = get_json(cluster, "-n", namespace, "pod", pod)["status"]["containerStatuses"]
+    container = next(s["containerID"] for s in statuses if s["name"] == "postgres").split("//", 1)[1]
+    for cgroup in Path("/proc").glob("[0-9]*/cgroup"):
+        try:
+            if container not in cgroup.read_text():
+                continue
+            nspid = next(line for line in (cgroup.parent / "status").read_text().splitlines()
+                         if line.startswith("NSpid:"))
+        except (OSError, StopIteration):  # gone meanwhile
+            continue
+        if nspid.split()[-1] == "1":
+            return int(cgroup.parent.name)
+    raise AssertionError(f"no process of {namespace}/{pod}'s postgres container on this host")
+
+
+def hang(pid: int) -> None:
+    """SIGSTOP from the host: the postmaster stops answering (inside the container PID 1 ignores it)."""
+    os.kill(pid, signal.SIGSTOP)
+
+
+def resume(pid: int) -> bool:
+    """SIGCONT; False when the process is gone (its container was killed meanwhile)."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def sql_at(cluster, namespace: str, pod: str, query: str) -> str | None:
+    """QUERY on POD's own server as the superuser; None when it does not answer."""
+    line = ('PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" PGCONNECT_TIMEOUT=3 '
+            f'psql -h 127.0.0.1 -U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -XAtqc "{query}"')
+    result = cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def primaries(cluster, namespace: str, pods: list[str]) -> list[str]:
+    """The pods whose server answers that it is not in recovery."""
+    return [pod for pod in pods if sql_at(cluster, namespace, pod, "select pg_is_in_recovery()") == "f"]
+
+
+WRITER_SCRIPT = r"""
+printf '*:*:*:%s:%s\n' "$(cat /creds/username)" "$(cat /creds/password)" > /tmp/pgpass
+chmod 600 /tmp/pgpass
+export PGPASSFILE=/tmp/pgpass PGUSER="$(cat /creds/username)" PGDATABASE=postgres PGCONNECT_TIMEOUT=1
+until psql -h "$HOST" -XAtq -c 'create table if not exists writes (id bigserial primary key, at timestamptz)'; do
+  sleep 0.2
+done
+echo ready
+while :; do
+  if out=$(psql -h "$HOST" -XAtq -c 'insert into writes (at) values (now()) returning id, inet_server_addr()' 2>&1)
+  then echo "ok $(date +%s.%N) $(echo "$out" | tr '|' ' ')"
+  else echo "fail $(date +%s.%N) $(echo "$out" | head -n 1 | cut -c1-100)"
+  fi
+  sleep 0.05
+done
+"""
+
+
+@dataclass(frozen=True)
+class Write:
+    ok: bool
+    at: float
+    id: int = 0
+    server: str = ""  # the address of the server that committed it
+
+
+class Writer:
+    """A client pod on the real node writing one row per statement, each in a new connection, through the
+    read-write Service; its log says which were committed (their ids), where, and when."""
+
+    def __init__(self, cluster, namespace: str, database: str, name: str = "writer"):
+        self.cluster, self.namespace, self.name = cluster, namespace, name
+        spec = on_real_node({
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 1,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "writer", "image": images()["POSTGRES_IMAGE"], "command": ["/bin/sh", "-c", WRITER_SCRIPT],
+                "env": [{"name": "HOST", "value": database}],
+                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "creds", "mountPath": "/creds", "readOnly": True},
+                                 {"name": "tmp", "mountPath": "/tmp"}],
+            }],
+            "volumes": [{"name": "creds", "secret": {"secretName": f"{database}-credentials"}},
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}],
+        })
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+        wait_for(f"{name} writing", lambda: any(w.ok for w in self.writes()), timeout=120)
+
+    def writes(self) -> list[Write]:
+        log = self.cluster.kubectl("logs", "-n", self.namespace, self.name, check=False).stdout
+        found = []
+        for line in log.splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[0] == "ok":
+                found.append(Write(True, float(parts[1]), int(parts[2]), parts[3]))
+            elif len(parts) >= 2 and parts[0] == "fail":
+                found.append(Write(False, float(parts[1])))
+        return found
+
+    def first_after(self, moment: float, server_not: str) -> Write | None:
+        """The first write committed after MOMENT by another server than SERVER_NOT."""
+        return next((w for w in self.writes() if w.ok and w.at > moment and w.server != server_not), None)
+
+    def halt(self) -> list[Write]:
+        """Stop writing (the pod is deleted) and return every write it made."""
+        made = self.writes()
+        self.cluster.kubectl("delete", "pod", "-n", self.namespace, self.name, "--wait=true", "--timeout=60s",
+                             check=False)
+        return made
+
+
+def missing_writes(cluster, namespace: str, pod: str, writes: list[Write]) -> list[int]:
+    """The committed ids POD's server does not have."""
+    ids = sorted(w.id for w in writes if w.ok)
+    held = sql_at(cluster, namespace, pod, "select coalesce(string_agg(id::text, ','), '') from writes")
+    assert held is not None, f"{pod} did not answer"
+    present = {int(i) for i in held.split(",") if i}
+    return [i for i in ids if i not in present]
+
+
+def unavailable(writes: list[Write], since: float) -> float:
+    """The longest time after SINCE between two committed writes: what clients could not write for."""
+    times = [w.at for w in writes if w.ok and w.at >= since - 1]
+    return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+
+def pod_ip(cluster, namespace: str, pod: str) -> str:
+    ip = (get_json(cluster, "-n", namespace, "pod", pod).get("status") or {}).get("podIP")
+    assert ip, f"{namespace}/{pod} has no address"
+    return ip
+
+
+def wait_until(deadline_seconds: float, check) -> bool:
+    """Poll CHECK for the whole duration: True if it never held (something that must not happen did not)."""
+    end = time.monotonic() + deadline_seconds
+    while time.monotonic() < end:
+        if check():
+            return False
+        time.sleep(0.5)
+    return True

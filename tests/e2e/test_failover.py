@@ -1,0 +1,363 @@
+"""High availability on real pods: failover, switchover, and the primary as a fact the operator owns.
+
+Each test's database runs three real PostgreSQL pods on the real node, under an
+operator of its own namespace (the platform config of examples/platform-local-node.yaml).
+A writer pod commits one row per connection through the read-write Service, as
+a client would, and logs which ids were committed, where and when: the tests
+check that none is lost where none may be, and that writes go on elsewhere.
+How long writes stop is the benchmark's figure (bench/failover.py), printed
+here, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+import yaml
+
+from .conftest import operator_instead, wait_ready
+from .primaries import (
+    Writer,
+    hang,
+    missing_writes,
+    pod_ip,
+    postgres_pid,
+    primaries,
+    resume,
+    sql_at,
+    unavailable,
+    wait_until,
+)
+from .realnode import NODE_NAME, local_node_platform
+from .test_real_postgres import ROW_FACTS, rows, wait_streaming, write_rows
+from .waiting import get_json, wait_for
+
+pytestmark = pytest.mark.e2e
+PODS = ["ha-0", "ha-1", "ha-2"]
+
+
+def status(cluster, namespace: str, name: str = "ha") -> dict:
+    return get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}
+
+
+def condition(cluster, namespace: str, type_: str, name: str = "ha") -> dict:
+    return next((c for c in status(cluster, namespace, name).get("conditions") or [] if c["type"] == type_), {})
+
+
+def events(cluster, namespace: str, reason: str) -> list[dict]:
+    listed = get_json(cluster, "-n", namespace, "events", "--field-selector", f"reason={reason}")
+    return listed.get("items") or []
+
+
+def create(cluster, namespace: str, name: str = "ha", **spec) -> None:
+    body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name},
+            "spec": {"replicas": 3, "version": "15.2", "storage": "1Gi", **spec}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    wait_ready(cluster, namespace, name, timeout=300)
+    wait_streaming(cluster, namespace, status(cluster, namespace, name)["primary"], spec.get("replicas", 3) - 1)
+
+
+def settled(cluster, namespace: str, primary: str, name: str = "ha") -> None:
+    """Ready again, PRIMARY the primary by every account, the other pods streaming from it."""
+    wait_ready(cluster, namespace, name, timeout=300)
+    facts = status(cluster, namespace, name)
+    assert (facts["primary"], facts["targetPrimary"]) == (primary, primary), facts
+    wait_streaming(cluster, namespace, primary, len(facts["instances"]) - 1, timeout=150)
+
+
+@pytest.fixture(scope="module")
+def ha(cluster, operator, tmp_path_factory):
+    """A namespace for the module, and an operator for it whose databases run on the real node."""
+    namespace = f"failover-{int(time.time()) % 100000}"
+    cluster.kubectl("create", "namespace", namespace)
+    cluster.kubectl("label", "namespace", namespace, "mydb.test/e2e=true")
+    platform = tmp_path_factory.mktemp("failover") / "platform.yaml"
+    platform.write_text(yaml.safe_dump(local_node_platform()))
+    with operator_instead(operator, namespace, "operator-failover.log", MYDB_PLATFORM_CONFIG=str(platform)) as own:
+        yield namespace, own
+    cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_a_planned_switchover_loses_no_row_and_moves_the_primary(cluster, ha):
+    """The annotation names a replica: the primary is fenced and shut down cleanly, the replica, which got every
+    record, is promoted, the annotation is answered (removed), status and an Event say so. Every row the writer
+    had committed is on the new primary; the former primary streams from it."""
+    namespace, _ = ha
+    create(cluster, namespace)
+    assert status(cluster, namespace)["primary"] == "ha-0"
+    old_ip = pod_ip(cluster, namespace, "ha-0")
+    writer = Writer(cluster, namespace, "ha")
+    started = time.time()
+    cluster.kubectl("annotate", "-n", namespace, "mydb/ha", "myapp.example.com/switchover-to=ha-2")
+    wait_for("the switchover", lambda: events(cluster, namespace, "SwitchoverCompleted"), timeout=120)
+    wait_for("writes on ha-2", lambda: writer.first_after(started, old_ip), timeout=60)
+    writes = writer.halt()
+    assert missing_writes(cluster, namespace, "ha-2", writes) == []
+    print(f"\nswitchover: writes stopped for {unavailable(writes, started):.1f}s")
+    settled(cluster, namespace, "ha-2")
+    facts = status(cluster, namespace)
+    assert facts["lastSwitchover"]["from"] == "ha-0" and facts["lastSwitchover"]["to"] == "ha-2"
+    assert facts["timeline"] == 2
+    assert "myapp.example.com/switchover-to" not in get_json(cluster, "-n", namespace, "mydb", "ha")["metadata"].get(
+        "annotations", {})
+    assert primaries(cluster, namespace, PODS) == ["ha-2"]
+
+
+def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cluster, ha):
+    """15.2 -> 15.3: the replicas' pods are replaced first, one at a time, then the primary moves once by a
+    switchover and its pod is replaced last, as a replica: writes stop only for the switchover, none is lost."""
+    namespace, _ = ha
+    before = len(events(cluster, namespace, "SwitchoverStarted"))
+    primary = status(cluster, namespace)["primary"]
+    uids = {pod: get_json(cluster, "-n", namespace, "pod", pod)["metadata"]["uid"] for pod in PODS}
+    writer = Writer(cluster, namespace, "ha")
+    started = time.time()
+    cluster.kubectl("patch", "-n", namespace, "mydb/ha", "--type=merge", "-p", '{"spec": {"version": "15.3"}}')
+    replaced: list[str] = []  # in the order the poll first saw each pod replaced
+
+    def all_replaced() -> bool:
+        for pod in PODS:
+            uid = (get_json(cluster, "-n", namespace, "pod", pod).get("metadata") or {}).get("uid")
+            if pod not in replaced and uid != uids[pod]:
+                replaced.append(pod)
+        return len(replaced) == 3
+    wait_for("every pod replaced", all_replaced, timeout=600, interval=0.3)
+    assert replaced[-1] == primary, replaced
+    wait_for("the new version everywhere", lambda: status(cluster, namespace).get("version") == "15.3"
+             and not status(cluster, namespace).get("pendingRestart")
+             and status(cluster, namespace).get("ready"), timeout=300)
+    writes = writer.halt()
+    new_primary = status(cluster, namespace)["primary"]
+    assert new_primary != primary
+    assert len(events(cluster, namespace, "SwitchoverStarted")) - before == 1
+    assert missing_writes(cluster, namespace, new_primary, writes) == []
+    print(f"\nminor version roll: writes stopped for {unavailable(writes, started):.1f}s at most")
+    for pod in PODS:
+        image = get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"]
+        assert image.endswith(":15.3"), (pod, image)
+    settled(cluster, namespace, new_primary)
+
+
+def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_as_its_replica(cluster, ha):
+    """The primary's postmaster is stopped from the host (SIGSTOP). After failoverDelay a replica is promoted,
+    the read-write Service moves to it and writes go on there, with every row that had reached the replicas
+    before the hang. The former primary, killed by the fencing (SIGCONT then finds nothing, or a server that
+    is no primary), comes back as a replica of the new one, rewound by pg_rewind; writes never land on it."""
+    namespace, _ = ha
+    old = status(cluster, namespace)["primary"]
+    replicas = [p for p in PODS if p != old]
+    write_rows(cluster, namespace, old)
+    for pod in replicas:
+        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
+    old_ip = pod_ip(cluster, namespace, old)
+    writer = Writer(cluster, namespace, "ha")
+    pid = postgres_pid(cluster, namespace, old)
+    hung = time.time()
+    hang(pid)
+    try:
+        first = wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
+    finally:
+        resumed = resume(pid)
+    new = status(cluster, namespace)["targetPrimary"]
+    assert new in replicas and first.server == pod_ip(cluster, namespace, new)
+    print(f"\nhung primary: first write on {new} {first.at - hung:.1f}s after the hang"
+          f" (the old server was {'still there' if resumed else 'killed'} at SIGCONT)")
+    assert rows(cluster, namespace, new) == ROW_FACTS
+    assert events(cluster, namespace, "FailoverStarted") and events(cluster, namespace, "Promoted")
+    wait_for(f"{old} back as a replica of {new}",
+             lambda: sql_at(cluster, namespace, old, "select pg_is_in_recovery()") == "t", timeout=150)
+    settled(cluster, namespace, new)
+    writes = writer.halt()
+    assert [w for w in writes if w.ok and w.at > first.at and w.server != first.server] == []
+    assert missing_writes(cluster, namespace, new, [w for w in writes if w.at > first.at]) == []
+    assert "pg_rewind" in cluster.kubectl("logs", "-n", namespace, old, "-c", "bootstrap").stdout
+    facts = status(cluster, namespace)
+    assert facts["lastFailover"]["from"] == old and facts["lastFailover"]["to"] == new
+    assert primaries(cluster, namespace, PODS) == [new]
+
+
+def test_after_a_failover_a_backup_is_taken_from_the_new_primary_and_restores(cluster, ha):
+    """The backup Job reaches the primary through the read-write Service wherever it moved; a new database
+    restored from that dump has the rows."""
+    namespace, _ = ha
+    assert status(cluster, namespace)["lastFailover"]
+    cluster.kubectl("patch", "-n", namespace, "mydb/ha", "--type=merge", "-p",
+                    '{"spec": {"backup": {"schedule": "0 3 * * *"}}}')
+    wait_for("the backup CronJob", lambda: get_json(cluster, "-n", namespace, "cronjob", "ha-backup"), timeout=60)
+    cluster.kubectl("annotate", "-n", namespace, "mydb/ha", "myapp.example.com/backup-now=after-failover")
+    wait_for("a successful backup", lambda: (status(cluster, namespace).get("backup") or {}).get(
+        "lastSuccessfulTime"), timeout=180)
+    body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "restored"},
+            "spec": {"replicas": 1, "version": "15.3", "storage": "1Gi", "restore": {"fromDatabase": "ha"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    wait_ready(cluster, namespace, "restored", timeout=300)
+    assert rows(cluster, namespace, "restored-0") == ROW_FACTS
+
+
+@pytest.fixture(scope="module")
+def second(cluster, ha):
+    """Another database in the module's namespace, for the tests that hang or lose its primary."""
+    namespace, _ = ha
+    create(cluster, namespace, "two", failoverDelay=12)
+    return namespace
+
+
+def test_a_primary_that_stops_answering_for_less_than_failover_delay_keeps_its_role(cluster, ha, second):
+    """failoverDelay 12 s; the primary hangs for 6 s (not ready after 2-3 s), then resumes: nothing is
+    promoted, nothing recorded, and the database is Ready again with the same primary."""
+    namespace = second
+    pid = postgres_pid(cluster, namespace, "two-0")
+    hang(pid)
+    wait_for("two-0 not ready", lambda: condition(cluster, namespace, "Ready", "two").get("status") == "False",
+             timeout=30, interval=0.2)
+    time.sleep(3)  # the flap: longer than the readiness probe's, shorter than failoverDelay
+    resume(pid)
+    wait_ready(cluster, namespace, "two", timeout=60)
+    assert status(cluster, namespace, "two")["targetPrimary"] == "two-0"
+    assert not get_json(cluster, "-n", namespace, "configmap", "two-primary")
+    assert not [e for e in events(cluster, namespace, "FailoverStarted") if e["involvedObject"]["name"] == "two"]
+
+
+def test_a_primary_pod_that_cannot_come_back_is_replaced(cluster, ha, second):
+    """The node is cordoned and the primary's pod deleted, as a lost node's pod that cannot return: a replica
+    takes over; once the node takes pods again, the old pod returns as a replica of the new primary."""
+    namespace = second
+    cluster.kubectl("patch", "-n", namespace, "mydb/two", "--type=merge", "-p", '{"spec": {"failoverDelay": 0}}')
+    write_rows(cluster, namespace, "two-0")
+    for pod in ("two-1", "two-2"):
+        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
+    cluster.kubectl("cordon", NODE_NAME)
+    try:
+        cluster.kubectl("delete", "pod", "-n", namespace, "two-0", "--grace-period=1", "--wait=false")
+        wait_for("a new primary", lambda: status(cluster, namespace, "two").get("primary") in ("two-1", "two-2")
+                 and condition(cluster, namespace, "Failover", "two").get("reason") == "Stable", timeout=120)
+        new = status(cluster, namespace, "two")["primary"]
+        other = next(p for p in ("two-1", "two-2") if p != new)
+        # Writes go on through the read-write Service while the old pod cannot return.
+        write = ('PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" PGCONNECT_TIMEOUT=2 '
+                 "psql -h two -U postgres -d postgres -XAtqc \"insert into kept values (101, 'after') on conflict do nothing\"")
+        wait_for("a write through the read-write Service", lambda: cluster.kubectl(
+            "exec", "-n", namespace, other, "-c", "postgres", "--", "sh", "-c", write, check=False).returncode == 0,
+            timeout=60)
+        assert get_json(cluster, "-n", namespace, "pod", "two-0")["status"]["phase"] == "Pending"
+        assert condition(cluster, namespace, "Ready", "two")["status"] == "False"  # 2 of 3 pods: not Ready
+    finally:
+        cluster.kubectl("uncordon", NODE_NAME)
+    assert rows(cluster, namespace, new) == "101|5151"
+    wait_for("two-0 back as a replica", lambda: sql_at(cluster, namespace, "two-0", "select pg_is_in_recovery()")
+             == "t", timeout=150)
+    settled(cluster, namespace, new, "two")
+
+
+def test_an_operator_killed_in_the_middle_of_a_failover_finishes_it_after_a_restart(cluster, ha, second):
+    """SIGKILL right after the operator recorded its decision: nothing promotes itself meanwhile; the restarted
+    operator picks the failover up where the record says and the database ends with one primary, every row."""
+    namespace, own = second, ha[1]
+    old = status(cluster, namespace, "two")["primary"]
+    write_rows(cluster, namespace, old, 102, 200)
+    others = [p for p in ("two-0", "two-1", "two-2") if p != old]
+    for pod in others:
+        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == "200|20100", timeout=30)
+    pid = postgres_pid(cluster, namespace, old)
+    hang(pid)
+    try:
+        wait_for("the decision", lambda: status(cluster, namespace, "two").get("targetPrimary") != old
+                 or get_json(cluster, "-n", namespace, "configmap", "two-primary").get("data", {}).get("primary")
+                 != old, timeout=60, interval=0.1)
+        own.crash()
+    finally:
+        resume(pid)
+    recorded = get_json(cluster, "-n", namespace, "configmap", "two-primary")["data"]["primary"]
+    # With no operator, nothing promotes itself: at most the one promoted before the kill.
+    assert wait_until(5, lambda: len(primaries(cluster, namespace, others)) > 1)
+    own.start()
+    settled(cluster, namespace, recorded, "two")
+    assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [recorded]
+    assert rows(cluster, namespace, recorded) == "200|20100"
+
+
+def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluster, ha, second):
+    """maxLagOnFailover 1Mi; the replicas' WAL receivers are stopped while the primary writes 4 MB; the
+    primary hangs: nothing is promoted, the Failover condition and a Warning say why; once the primary
+    resumes, it is Ready again as the same primary."""
+    namespace = second
+    cluster.kubectl("patch", "-n", namespace, "mydb/two", "--type=merge", "-p",
+                    '{"spec": {"maxLagOnFailover": "1Mi", "failoverDelay": 0}}')
+    primary = status(cluster, namespace, "two")["primary"]
+    recorded = get_json(cluster, "-n", namespace, "configmap", "two-primary").get("metadata", {}).get(
+        "resourceVersion")
+    replicas = [p for p in ("two-0", "two-1", "two-2") if p != primary]
+    receivers = [wait_for(f"{pod}'s WAL receiver", lambda: receiver_pid(cluster, namespace, pod), timeout=30)
+                 for pod in replicas]
+    for receiver in receivers:
+        hang(receiver)
+    try:
+        sql_at(cluster, namespace, primary, "create table big as select repeat('x', 1000) as filler "
+                                            "from generate_series(1, 4000)")
+        wait_for("status to show the primary ahead", lambda: lag_bytes(cluster, namespace) > 2 * 2**20, timeout=90)
+        pid = postgres_pid(cluster, namespace, primary)
+        hang(pid)
+        try:
+            wait_for("the refusal", lambda: condition(cluster, namespace, "Failover", "two").get("reason")
+                     == "NoEligibleReplica", timeout=60)
+            message = condition(cluster, namespace, "Failover", "two")["message"]
+            assert "maxLagOnFailover" in message and any(pod in message for pod in replicas), message
+            assert [e for e in events(cluster, namespace, "NoEligibleReplica") if e["involvedObject"]["name"] == "two"]
+            assert wait_until(5, lambda: get_json(cluster, "-n", namespace, "configmap", "two-primary")
+                              .get("metadata", {}).get("resourceVersion") != recorded)
+            assert status(cluster, namespace, "two")["targetPrimary"] == primary
+        finally:
+            resume(pid)
+    finally:
+        for receiver in receivers:
+            resume(receiver)
+    wait_ready(cluster, namespace, "two", timeout=120)
+    assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [primary]
+
+
+def receiver_pid(cluster, namespace: str, pod: str) -> int | None:
+    """The host PID of POD's WAL receiver process."""
+    postmaster = postgres_pid(cluster, namespace, pod)
+    children = open(f"/proc/{postmaster}/task/{postmaster}/children").read().split()
+    for child in children:
+        try:
+            if "walreceiver" in open(f"/proc/{child}/cmdline").read():
+                return int(child)
+        except OSError:
+            continue
+    return None
+
+
+def lag_bytes(cluster, namespace: str) -> int:
+    """The least replay lag of the replicas, as the status last written says."""
+    found = [i for i in status(cluster, namespace, "two").get("instances") or [] if i.get("role") == "replica"]
+    return min((i.get("lagBytes", 0) for i in found), default=0)
+
+
+def test_synchronous_replication_loses_no_acknowledged_commit_across_a_failover(cluster, ha):
+    """replication.synchronous: a commit returns once a replica has it. The primary hangs while the writer
+    commits as fast as it can; after the failover every id the writer was told committed is there."""
+    namespace, _ = ha
+    create(cluster, namespace, "sync", replication={"synchronous": True})
+    assert sql_at(cluster, namespace, "sync-0", "show synchronous_standby_names") == "ANY 1 (*)"
+    writer = Writer(cluster, namespace, "sync")
+    time.sleep(2)  # commits under way when the primary hangs
+    pid = postgres_pid(cluster, namespace, "sync-0")
+    old_ip = pod_ip(cluster, namespace, "sync-0")
+    hung = time.time()
+    hang(pid)
+    try:
+        wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
+    finally:
+        resume(pid)
+    writes = writer.halt()
+    new = status(cluster, namespace, "sync")["targetPrimary"]
+    acknowledged = [w for w in writes if w.ok]
+    assert acknowledged and missing_writes(cluster, namespace, new, acknowledged) == []
+    settled(cluster, namespace, new, "sync")
+
+
+assert signal.SIGSTOP  # the tests above stop processes from the host: they run as root, like the real node

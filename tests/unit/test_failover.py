@@ -1,0 +1,314 @@
+"""policy/primary.py, candidates.py and maintenance.py: who is promoted, when, and in which order things happen."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from mydb_operator import names
+from mydb_operator.model.instances import InstanceFacts, Unreachable
+from mydb_operator.model.record import FAILOVER, SWITCHOVER, PrimaryRecord
+from mydb_operator.policy import maintenance
+from mydb_operator.policy.actions import (
+    FAILING_OVER,
+    SERVING,
+    STARTING,
+    STUCK,
+    SWITCHING_OVER,
+    WAITING,
+    Fence,
+    Label,
+    Promote,
+    RecordPrimary,
+    Repoint,
+    Restart,
+)
+from mydb_operator.policy.candidates import Refusal, choose_replica
+from mydb_operator.policy.members import HaSettings, Members
+from mydb_operator.policy.primary import plan
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+SETTINGS = HaSettings(failover_delay=3, max_lag=16 * 2**20, synchronous=False)
+HOST = "db-{}.db-headless.ns.svc"
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(ordinal: int, *, ready: bool = True, role: str | None = "replica", since: datetime = NOW - timedelta(hours=1),
+        deleting: datetime | None = None, revision: str = "r1", terminated: bool = False) -> dict[str, Any]:
+    labels = {"controller-revision-hash": revision, **({names.ROLE_LABEL: role} if role else {})}
+    metadata: dict[str, Any] = {"name": f"db-{ordinal}", "uid": f"uid-{ordinal}", "labels": labels,
+                                "creationTimestamp": stamp(NOW - timedelta(hours=2))}
+    if deleting is not None:
+        metadata["deletionTimestamp"] = stamp(deleting)
+        metadata["deletionGracePeriodSeconds"] = 1
+    state = {"terminated": {"exitCode": 137}} if terminated else {"running": {}}
+    return {"metadata": metadata,
+            "status": {"podIP": f"198.18.128.{10 + ordinal}",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                       "lastTransitionTime": stamp(since)}],
+                       "containerStatuses": [{"name": "postgres", "state": state}]}}
+
+
+def primary_facts(ordinal: int, lsn: int = 1000) -> InstanceFacts:
+    return InstanceFacts(pod=f"db-{ordinal}", in_recovery=False, timeline=1, wal_lsn=lsn)
+
+
+def replica_facts(ordinal: int, received: int, replayed: int | None = None, upstream: int = 0,
+                  receiver: str = "streaming") -> InstanceFacts:
+    conninfo = f"host={HOST.format(upstream)} port=5432 user=replicator application_name=db-{ordinal}"
+    return InstanceFacts(pod=f"db-{ordinal}", in_recovery=True, timeline=1, wal_lsn=received,
+                         replay_lsn=received if replayed is None else replayed, receiver=receiver, conninfo=conninfo)
+
+
+def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRecord | None = None,
+            served: bool = True, settings: HaSettings = SETTINGS, reference: int | None = None,
+            now: datetime = NOW) -> Members:
+    return Members(namespace="ns", release="db", pods=tuple(pods), record=record,
+                   probes={p.pod: p for p in probes}, settings=settings, now=now, served=served,
+                   reference_lsn=reference)
+
+
+# ---------------------------------------------------------------- the choice of a replica
+
+
+def test_the_replica_with_the_most_received_wal_is_chosen_then_replayed_then_name():
+    """CloudNativePG's order: received LSN, then replayed LSN, then the pod's name."""
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    by_received = members([down, pod(1), pod(2)], [replica_facts(1, 900), replica_facts(2, 950, 100)])
+    assert choose_replica(by_received, exclude="db-0").pod == "db-2"
+    by_replayed = members([down, pod(1), pod(2)], [replica_facts(1, 950, 940), replica_facts(2, 950, 930)])
+    assert choose_replica(by_replayed, exclude="db-0").pod == "db-1"
+    tie = members([down, pod(1), pod(2)], [replica_facts(2, 950), replica_facts(1, 950)])
+    assert choose_replica(tie, exclude="db-0").pod == "db-1"
+
+
+def test_a_replica_that_is_not_ready_did_not_answer_or_is_fenced_is_never_chosen():
+    down = pod(0, ready=False, role="primary")
+    chosen = members([down, pod(1, ready=False), pod(2), pod(3, role="fenced"), pod(4)],
+                     [replica_facts(1, 990), Unreachable("db-2", "no answer in time"), replica_facts(3, 999),
+                      replica_facts(4, 500)])
+    assert choose_replica(chosen, exclude="db-0").pod == "db-4"
+    nobody = members([down, pod(1, ready=False), pod(2)], [Unreachable("db-2", "no answer in time")])
+    refusal = choose_replica(nobody, exclude="db-0")
+    assert isinstance(refusal, Refusal)
+    assert "db-1 is not ready" in refusal.why and "db-2 did not answer (no answer in time)" in refusal.why
+
+
+def test_a_replica_further_behind_than_max_lag_is_not_promoted():
+    """The lag is measured against the primary's last known position (the last status)."""
+    down = pod(0, ready=False, role="primary")
+    behind = members([down, pod(1)], [replica_facts(1, 1000)], reference=1000 + SETTINGS.max_lag + 1)
+    refusal = choose_replica(behind, exclude="db-0")
+    assert isinstance(refusal, Refusal) and "db-1" in refusal.why and "maxLagOnFailover" in refusal.why
+    within = members([down, pod(1)], [replica_facts(1, 1000)], reference=1000 + SETTINGS.max_lag)
+    assert choose_replica(within, exclude="db-0").pod == "db-1"
+    no_reference = members([down, pod(1)], [replica_facts(1, 1000)])
+    assert choose_replica(no_reference, exclude="db-0").pod == "db-1"
+
+
+def test_synchronous_mode_promotes_only_when_every_replica_answered():
+    """With ANY 1 (*), an acknowledged commit is on at least one replica: only the most advanced of all of
+    them surely has it, so a replica that cannot be asked stops the failover; the lag limit is not used."""
+    sync = HaSettings(failover_delay=3, max_lag=0, synchronous=True)
+    down = pod(0, ready=False, role="primary")
+    one_silent = members([down, pod(1), pod(2, ready=False)], [replica_facts(1, 900)], settings=sync)
+    refusal = choose_replica(one_silent, exclude="db-0")
+    assert isinstance(refusal, Refusal) and "synchronous replication: db-2 did not answer" in refusal.why
+    everyone = members([down, pod(1), pod(2)], [replica_facts(1, 900), replica_facts(2, 950)], settings=sync,
+                       reference=10_000)
+    assert choose_replica(everyone, exclude="db-0").pod == "db-2"
+
+
+def test_no_replica_at_all():
+    refusal = choose_replica(members([pod(0, ready=False, role="primary")], []), exclude="db-0")
+    assert isinstance(refusal, Refusal) and "no replica" in refusal.why
+
+
+# ---------------------------------------------------------------- when a failover starts
+
+
+def test_a_serving_primary_keeps_the_labels_and_the_replicas_on_it():
+    """Steady: the recorded primary is labelled primary, the others replica; a replica following another
+    host is pointed at the primary (the same conninfo, another host)."""
+    facts = [primary_facts(0), replica_facts(1, 1000), replica_facts(2, 1000, upstream=1)]
+    steady = plan(members([pod(0, role=None), pod(1, role=None), pod(2)], facts))
+    assert steady.state == SERVING
+    repoint = Repoint("db-2", f"host={HOST.format(0)} port=5432 user=replicator application_name=db-2")
+    assert steady.actions == (Label("db-0", "primary"), Label("db-1", "replica"), repoint)
+
+
+def test_a_primary_down_is_given_the_failover_delay_then_the_best_replica_is_recorded():
+    since = NOW - timedelta(seconds=2)
+    pods = [pod(0, ready=False, role="primary", since=since), pod(1), pod(2)]
+    facts = [replica_facts(1, 900), replica_facts(2, 950)]
+    waiting = plan(members(pods, facts))
+    assert (waiting.state, waiting.actions) == (WAITING, ())
+    assert waiting.recheck == pytest.approx(1.0) and "failoverDelay (3s)" in waiting.message
+    later = plan(members(pods, facts, now=NOW + timedelta(seconds=1)))
+    assert later.state == FAILING_OVER
+    assert later.actions == (RecordPrimary(PrimaryRecord("db-2", "db-0", FAILOVER, stamp(NOW + timedelta(seconds=1)))),)
+
+
+def test_a_flap_shorter_than_the_delay_changes_nothing():
+    pods = [pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=2)), pod(1)]
+    assert plan(members(pods, [replica_facts(1, 900)])).state == WAITING
+    back = [pod(0, role="primary"), pod(1)]
+    assert plan(members(back, [primary_facts(0), replica_facts(1, 1000)])) .actions == ()
+
+
+def test_a_primary_that_never_served_is_waited_for_not_failed_over():
+    """A new database (or one waking from hibernation) whose primary starts later than its replicas."""
+    starting = plan(members([pod(0, ready=False, role="primary", since=NOW - timedelta(minutes=5)), pod(1)],
+                            [replica_facts(1, 900)], served=False))
+    assert (starting.state, starting.actions) == (STARTING, ())
+
+
+def test_no_candidate_says_why_and_records_nothing():
+    pods = [pod(0, ready=False, role="primary", since=NOW - timedelta(minutes=1)), pod(1, ready=False)]
+    stuck = plan(members(pods, []))
+    assert stuck.state == STUCK and stuck.actions == ()
+    assert "no replica can take over: db-1 is not ready" in stuck.message
+
+
+def test_a_deleted_primary_counts_from_its_deletion():
+    gone = pod(0, role="primary", deleting=NOW - timedelta(seconds=1))  # grace 1 s: asked 2 s ago
+    assert plan(members([gone, pod(1)], [replica_facts(1, 900)])).state == WAITING
+    asked_long_ago = pod(0, role="primary", deleting=NOW - timedelta(seconds=5))
+    assert plan(members([asked_long_ago, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER
+
+
+# ---------------------------------------------------------------- fencing, then promotion
+
+
+def recorded(to: str = "db-1", reason: str = FAILOVER) -> PrimaryRecord:
+    return PrimaryRecord(to, "db-0", reason, stamp(NOW), resource_version="5")
+
+
+def test_the_old_primary_is_fenced_before_anything_is_promoted():
+    """The record names db-1, still a standby: db-0 (labelled primary) is fenced (labelled out of both
+    Services, then deleted with a 1 s grace period), and nothing is promoted while it runs."""
+    pods = [pod(0, ready=False, role="primary"), pod(1), pod(2)]
+    facts = [replica_facts(1, 950), replica_facts(2, 900)]
+    first = plan(members(pods, facts, record=recorded()))
+    assert first.state == FAILING_OVER
+    assert first.actions == (Fence("db-0", "uid-0", 1),) and first.recheck is not None
+    still_running = [pod(0, ready=False, role="fenced", deleting=NOW + timedelta(seconds=1)), pod(1), pod(2)]
+    assert plan(members(still_running, facts, record=recorded())).actions == ()
+    stopped = [pod(0, ready=False, role="fenced", deleting=NOW, terminated=True), pod(1), pod(2)]
+    assert plan(members(stopped, facts, record=recorded())).actions == (Promote("db-1"),)
+    # A new pod under the old primary's name may have started before the record, as the primary: it is
+    # fenced too, unless its own server says it is a standby, or it was made after the decision.
+    replaced = [pod(0, ready=False, role="replica"), pod(1), pod(2)]
+    assert plan(members(replaced, facts, record=recorded())).actions == (Fence("db-0", "uid-0", 1),)
+    standby = plan(members(replaced, [*facts, replica_facts(0, 100)], record=recorded()))
+    assert standby.actions == (Promote("db-1"),)
+    later = pod(0, ready=False, role="replica")
+    later["metadata"]["creationTimestamp"] = stamp(NOW + timedelta(seconds=2))
+    assert plan(members([later, pod(1), pod(2)], facts, record=recorded())).actions == (Promote("db-1"),)
+
+
+def test_a_fenced_pod_whose_node_never_answers_stops_waiting_after_the_timeout():
+    stuck = pod(0, ready=False, role="fenced", deleting=NOW - timedelta(seconds=16))
+    assert plan(members([stuck, pod(1)], [replica_facts(1, 950)], record=recorded())).actions == (Promote("db-1"),)
+
+
+def test_a_server_that_says_it_is_primary_is_fenced_whatever_its_label():
+    """The hung old primary resumed (SIGCONT) on its old timeline: it answers as a primary and is fenced."""
+    facts = [replica_facts(1, 950), InstanceFacts("db-0", in_recovery=False, timeline=1, wal_lsn=990)]
+    during = plan(members([pod(0, role="replica"), pod(1), pod(2)], facts, record=recorded()))
+    assert during.actions[0] == Fence("db-0", "uid-0", 1)
+    after = plan(members([pod(0, role="replica"), pod(1, role="primary")], [
+        InstanceFacts("db-1", in_recovery=False, timeline=2, wal_lsn=2000), facts[1]], record=recorded()))
+    assert after.state == SERVING and after.actions[0] == Fence("db-0", "uid-0", 1)
+
+
+def test_a_switchover_fences_with_the_pods_own_grace_period():
+    """A clean (fast) shutdown: its walsenders hand the replicas every record before it stops."""
+    planned = plan(members([pod(0, role="primary"), pod(1)], [primary_facts(0), replica_facts(1, 1000)],
+                           record=recorded(reason=SWITCHOVER)))
+    assert planned.state == SWITCHING_OVER and planned.actions == (Fence("db-0", "uid-0", None),)
+
+
+def test_after_the_old_primary_stopped_a_replica_with_more_wal_is_recorded_instead():
+    stopped = pod(0, ready=False, role="fenced", deleting=NOW, terminated=True)
+    better = plan(members([stopped, pod(1), pod(2)], [replica_facts(1, 950), replica_facts(2, 990)],
+                          record=recorded("db-1")))
+    assert better.actions == (RecordPrimary(PrimaryRecord("db-2", "db-0", FAILOVER, stamp(NOW), resource_version="5")),)
+
+
+def test_once_promoted_the_labels_and_the_record_follow():
+    after = plan(members([pod(0, ready=False, role="fenced", deleting=NOW, terminated=True), pod(1), pod(2)],
+                         [InstanceFacts("db-1", False, 2, 2000), replica_facts(2, 2000, upstream=0)],
+                         record=recorded()))
+    assert after.state == SERVING
+    assert after.actions[0] == Label("db-1", "primary")
+    assert isinstance(after.actions[1], Repoint) and f"host={HOST.format(1)}" in after.actions[1].conninfo
+    assert after.actions[2] == RecordPrimary(PrimaryRecord("db-1", "db-0", FAILOVER, stamp(NOW), stamp(NOW), "5"))
+
+
+# ---------------------------------------------------------------- planned moves
+
+
+def test_a_requested_switchover_is_checked_first():
+    facts = [primary_facts(0, 5000), replica_facts(1, 5000), replica_facts(2, 100, receiver="waiting")]
+    serving = members([pod(0, role="primary"), pod(1), pod(2)], facts)
+    started = maintenance.requested_switchover(serving, "db-1")
+    assert started.action is not None and started.action.record.primary == "db-1"
+    assert started.action.record.reason == SWITCHOVER and not started.refused
+    assert maintenance.requested_switchover(serving, "db-0").message == "db-0 is the primary already"
+    for target, why in (("db-7", "no pod db-7"), ("db-2", "not streaming")):
+        answer = maintenance.requested_switchover(serving, target)
+        assert answer.refused and answer.action is None and why in answer.message
+
+
+def test_a_restart_goes_replica_by_replica_then_one_switchover():
+    old = {"revision": "r1"}
+    facts = [primary_facts(0), replica_facts(1, 1000), replica_facts(2, 1000)]
+    first = maintenance.next_restart(members([pod(0, role="primary", **old), pod(1, **old), pod(2, **old)], facts),
+                                     "r2")
+    assert first == Restart("db-2", "uid-2")
+    busy = members([pod(0, role="primary", **old), pod(1, **old), pod(2, ready=False, revision="r2")], facts)
+    assert maintenance.next_restart(busy, "r2") is None  # one at a time: db-2 is not back yet
+    last = maintenance.next_restart(members([pod(0, role="primary", **old), pod(1, revision="r2"),
+                                             pod(2, revision="r2")], facts), "r2")
+    assert isinstance(last, RecordPrimary) and last.record.reason == SWITCHOVER
+    assert last.record.primary in ("db-1", "db-2") and last.record.previous == "db-0"
+    alone = maintenance.next_restart(members([pod(0, role="primary", **old)], [primary_facts(0)]), "r2")
+    assert alone == Restart("db-0", "uid-0")
+    done = members([pod(0, role="primary", revision="r2"), pod(1, revision="r2")], facts)
+    assert maintenance.next_restart(done, "r2") is None
+
+
+def test_a_scale_down_moves_a_primary_that_would_be_removed():
+    facts = [replica_facts(0, 1000), replica_facts(1, 1000), primary_facts(2)]
+    high = members([pod(0), pod(1), pod(2, role="primary")], facts, record=recorded("db-2", SWITCHOVER))
+    moved = maintenance.scale_down_switchover(high, 2)
+    assert moved is not None and moved.action is not None and moved.action.record.primary in ("db-0", "db-1")
+    assert maintenance.scale_down_switchover(high, 3) is None
+    assert maintenance.pods_kept("db", high.record, 2) == 3 and maintenance.pods_kept("db", None, 2) is None
+
+
+def starting(pod_: dict[str, Any], started: datetime) -> dict[str, Any]:
+    """POD_ with its server's container running since STARTED, not ready yet."""
+    pod_["status"]["containerStatuses"] = [{"name": "postgres", "ready": False,
+                                            "state": {"running": {"startedAt": stamp(started)}}}]
+    return pod_
+
+
+def test_a_primary_whose_pod_comes_back_by_itself_is_waited_for():
+    """A restart of the whole database (or of its node, or of its container): the primary's server is
+    starting again, and gets STARTUP_GRACE_SECONDS before a failover is decided; a pod that is not on its
+    way up (hung long after its start, or not scheduled) gets only failoverDelay."""
+    down = NOW - timedelta(minutes=5)
+    back = starting(pod(0, ready=False, role="primary", since=down), NOW - timedelta(seconds=5))
+    waiting = plan(members([back, pod(1)], [replica_facts(1, 900)]))
+    assert (waiting.state, waiting.actions) == (STARTING, ()) and "is starting" in waiting.message
+    too_long = starting(pod(0, ready=False, role="primary", since=down), NOW - timedelta(seconds=31))
+    assert plan(members([too_long, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER
+    hung = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))  # running for an hour
+    assert plan(members([hung, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER

@@ -1,0 +1,100 @@
+"""model/instances.py and status/primary.py: connection strings, WAL positions, and what status says of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from mydb_operator.model.instances import InstanceFacts, Unreachable, lsn_text, parse_conninfo, parse_lsn, with_value
+from mydb_operator.model.record import FAILOVER, SWITCHOVER, PrimaryRecord, parse_record
+from mydb_operator.status.primary import PrimaryView, instances, last_moves, primary_status, routing_gap
+
+ENTRYPOINT_CONNINFO = ("host=db-0.db-headless.ns.svc port=5432 user=replicator passfile=/var/run/postgresql/.pgpass "
+                       "application_name=db-1 tcp_user_timeout=10000 keepalives_idle=10")
+
+
+def test_a_replicas_conninfo_gets_another_host_and_keeps_the_rest_in_order():
+    moved = with_value(ENTRYPOINT_CONNINFO, "host", "db-2.db-headless.ns.svc")
+    assert moved == ENTRYPOINT_CONNINFO.replace("db-0.", "db-2.")
+    assert InstanceFacts("db-1", True, 1, 0, conninfo=moved).upstream == "db-2.db-headless.ns.svc"
+
+
+def test_conninfo_quotes_and_escapes_read_and_write_back():
+    parsed = parse_conninfo("host = 'a b' password='it\\'s' port=5432 app=x\\ y")
+    assert parsed == [("host", "a b"), ("password", "it's"), ("port", "5432"), ("app", "x y")]
+    assert parse_conninfo(with_value("password='it\\'s'", "host", "h h")) == [("password", "it's"), ("host", "h h")]
+    with pytest.raises(ValueError):
+        parse_conninfo("host")
+    assert InstanceFacts("db-1", True, 1, 0, conninfo="host='unterminated").upstream is None
+
+
+@pytest.mark.parametrize("text, value", [("0/0", 0), ("0/3000060", 0x3000060), ("1A/FF", (0x1A << 32) + 0xFF)])
+def test_wal_positions_read_and_print_as_postgresql_does(text, value):
+    assert parse_lsn(text) == value and lsn_text(value) == text
+
+
+def test_not_a_wal_position():
+    assert parse_lsn(None) is None and parse_lsn("12") is None and parse_lsn("x/1") is None
+
+
+def test_the_record_reads_back_what_it_wrote():
+    record = PrimaryRecord("db-1", "db-0", FAILOVER, "2026-01-01T00:00:00Z")
+    configmap = {"metadata": {"resourceVersion": "9"}, "data": record.data()}
+    assert parse_record(configmap) == PrimaryRecord("db-1", "db-0", FAILOVER, "2026-01-01T00:00:00Z", "", "9")
+    assert parse_record({"data": {"primary": " "}}) is None and parse_record(None) is None
+
+
+def pod(name, ready=True, role="replica"):
+    return {"metadata": {"name": name, "labels": {"myapp.example.com/role": role}},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_instances_say_what_each_server_answered_and_the_replay_lag():
+    view = PrimaryView(probes={
+        "db-0": InstanceFacts("db-0", False, 2, 5000),
+        "db-1": InstanceFacts("db-1", True, 2, 4900, replay_lsn=4000, receiver="streaming"),
+        "db-2": Unreachable("db-2", "no answer in time"),
+    })
+    found = instances("db", view, [pod("db-2", ready=False), pod("db-0", role="primary"), pod("db-1")])
+    assert found == [
+        {"name": "db-0", "ready": True, "role": "primary", "timeline": 2, "lsn": "0/1388"},
+        {"name": "db-1", "ready": True, "role": "replica", "timeline": 2, "lsn": "0/1324", "state": "streaming",
+         "lagBytes": 1000},
+        {"name": "db-2", "ready": False, "role": "replica", "state": "no answer: no answer in time"},
+    ]
+    assert instances("db", PrimaryView(probes={"db-0": Unreachable("db-0", "x")}), [pod("db-0")]) == []
+
+
+def test_a_server_that_stops_answering_keeps_its_last_known_position():
+    """A failover measures the replicas' lag against the primary's last known WAL position: once the primary
+    hangs, the status it writes must not forget it."""
+    view = PrimaryView(probes={"db-1": InstanceFacts("db-1", True, 1, 4000, receiver="streaming")})
+    before = [{"name": "db-0", "role": "primary", "timeline": 1, "lsn": "0/2710"}]
+    [hung, _] = instances("db", view, [pod("db-0", ready=False, role="primary"), pod("db-1")], before)
+    assert hung == {"name": "db-0", "ready": False, "role": "primary", "state": "not answering", "timeline": 1,
+                    "lsn": "0/2710"}
+
+
+def test_status_primary_is_the_last_pod_confirmed_serving_as_primary():
+    serving = PrimaryView(probes={"db-0": InstanceFacts("db-0", False, 1, 10)})
+    assert primary_status("db", serving, [pod("db-0", role="primary")], {})["primary"] == "db-0"
+    pending = PrimaryView(record=PrimaryRecord("db-1", "db-0", FAILOVER, "t"),
+                          probes={"db-1": InstanceFacts("db-1", True, 1, 10)})
+    during = primary_status("db", pending, [pod("db-0", ready=False), pod("db-1")], {"primary": "db-0"})
+    assert (during["primary"], during["targetPrimary"]) == ("db-0", "db-1")  # not promoted yet
+    assert "primary" not in primary_status("db", PrimaryView(), [], {"primary": "db-0"})
+
+
+def test_last_moves_keep_the_other_kind():
+    previous = {"lastSwitchover": {"from": "db-0", "to": "db-1", "decidedAt": "a"}}
+    record = PrimaryRecord("db-2", "db-1", FAILOVER, "b", "c")
+    assert last_moves(record, previous) == {**previous,
+                                           "lastFailover": {"from": "db-1", "to": "db-2", "decidedAt": "b",
+                                                            "promotedAt": "c"}}
+    assert "lastSwitchover" in last_moves(PrimaryRecord("db-0", "db-2", SWITCHOVER, "d"), {})
+
+
+def test_ready_waits_for_the_services_to_route_to_the_right_pods():
+    pods = [pod("db-0", role="primary"), pod("db-1"), pod("db-2", ready=False), pod("db-3", role="fenced")]
+    assert routing_gap("db", "db-0", pods, {"db": ("db-0",), "db-ro": ("db-1",)}) is None
+    assert "db to route to db-0" in routing_gap("db", "db-0", pods, {"db": ("db-0", "db-3"), "db-ro": ("db-1",)})
+    assert "db-ro to route to db-1" in routing_gap("db", "db-0", pods, {"db": ("db-0",), "db-ro": ()})
