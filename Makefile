@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node
+.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -52,6 +52,9 @@ bench: venv tools $(VENV)/.bench-installed ## benchmark: N databases at once vs 
 
 bench-real-node: venv tools $(VENV)/.bench-installed ## the seed on the real node: the operator against the floor, apply to Ready (after make demo; docs/benchmarks.md)
 	$(PY) -m bench.real_node
+
+bench-failover: venv tools $(VENV)/.bench-installed ## failover and switchover on the real node: how long writes stop (after make demo; docs/high-availability.md)
+	$(PY) -m bench.failover
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -35,6 +35,7 @@ RESOURCES = [
     "persistentvolumeclaims",
     "secrets",
     "configmaps",
+    "endpointslices",
     "events",
     "storageclasses",
     "namespaces",
@@ -173,7 +174,7 @@ WRITE_KINDS = (
     ("events", "events"),
     ("secrets", "secrets"),
     ("mydatabases", "mydatabases"),
-    ("configmaps (Helm records, scripts)", "configmaps"),
+    ("configmaps (Helm records, scripts, the primary's record)", "configmaps"),
 )
 
 

@@ -99,7 +99,17 @@ def database(name: str, schedule: str, hibernate: bool = False) -> dict:
     return {"apiVersion": f"{kube.GROUP}/{kube.VERSION}", "kind": kube.KIND, "metadata": {"name": name}, "spec": spec}
 
 
-WATCHED = ("mydatabases", "pods", "services", "persistentvolumeclaims", "statefulsets", "cronjobs", "jobs")
+WATCHED = (
+    "mydatabases",
+    "pods",
+    "services",
+    "persistentvolumeclaims",
+    "statefulsets",
+    "cronjobs",
+    "jobs",
+    "configmaps",
+    "endpointslices",
+)
 
 
 def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, timeout: float = 60) -> None:

@@ -140,7 +140,7 @@ def test_writes_by_kind_names_what_each_write_is_for_and_leaves_the_lease_out():
         "events": 4,
         "secrets": 1,
         "mydatabases": 1,
-        "configmaps (Helm records, scripts)": 1,
+        "configmaps (Helm records, scripts, the primary's record)": 1,
         "others": 4,
     }
 
