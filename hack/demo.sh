@@ -120,9 +120,11 @@ for _ in $(seq 1 20); do
 done
 psql_in production-db-2 "${uri_ro}" -c "select id, said, pg_is_in_recovery() as on_a_replica, inet_server_addr() as server from demo order by id desc limit 3"
 
-step "pg_stat_replication on the primary (production-db-0)"
-psql_in production-db-0 "${uri}" -c "select application_name, client_addr, state, sync_state, replay_lag from pg_stat_replication order by 1"
-kubectl exec production-db-0 -c postgres -- postgres --version
+# The primary is wherever the operator records it (ordinal 0 until a failover or a switchover).
+primary="$(kubectl get mydb production-db -o jsonpath='{.status.primary}')"
+step "pg_stat_replication on the primary (${primary}, through the read-write Service)"
+psql_in "${primary}" "${uri}" -c "select application_name, client_addr, state, sync_state, replay_lag from pg_stat_replication order by 1"
+kubectl exec "${primary}" -c postgres -- postgres --version
 
 cat <<EOM
 

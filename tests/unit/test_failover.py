@@ -312,3 +312,7 @@ def test_a_primary_whose_pod_comes_back_by_itself_is_waited_for():
     assert plan(members([too_long, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER
     hung = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))  # running for an hour
     assert plan(members([hung, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER
+    # Started 20 s ago, ready, then hung 10 s ago: it served, so it is no pod coming up.
+    served_then_hung = starting(pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10)),
+                                NOW - timedelta(seconds=20))
+    assert plan(members([served_then_hung, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER

@@ -1,11 +1,14 @@
 """Wakeups: a poke reaches the daemon that registered the key last, and an older one leaving does not
-take the newer one's wake-up with it (a MyDatabase deleted and made again under the same name)."""
+take the newer one's wake-up with it (a MyDatabase deleted and made again under the same name); which
+changes to a MyDatabase poke it at once."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
-from mydb_operator.handlers.wakeups import Wakeups
+from mydb_operator import names
+from mydb_operator.handlers.wakeups import Wakeups, mydatabase_changed
 
 
 def test_a_poke_wakes_the_registered_daemon_only() -> None:
@@ -46,3 +49,23 @@ def test_waiting_for_a_daemon_to_leave_ends_when_it_unregisters() -> None:
         return seen
 
     assert asyncio.run(scenario()) == ["waiting", "released"]
+
+
+def test_a_spec_edit_a_backup_request_or_a_switchover_request_wakes_the_database_at_once() -> None:
+    """Only these: any other change to the MyDatabase (its status written by the operator) waits for the
+    daemon's own schedule."""
+    wakeups = Wakeups()
+    wake = wakeups.register(("ns", "db"))
+    memo = SimpleNamespace(wakeups=wakeups)
+    settled = {"observedGeneration": 3, "backup": {"lastOnDemandRequest": "t1"}}
+
+    def woken(meta: dict, status: dict) -> bool:
+        wake.clear()
+        mydatabase_changed(meta={"namespace": "ns", "name": "db", **meta}, status=status, memo=memo)
+        return wake.is_set()
+
+    assert not woken({"generation": 3}, settled)
+    assert woken({"generation": 4}, settled)
+    assert woken({"generation": 3, "annotations": {names.BACKUP_NOW_ANNOTATION: "t2"}}, settled)
+    assert not woken({"generation": 3, "annotations": {names.BACKUP_NOW_ANNOTATION: "t1"}}, settled)
+    assert woken({"generation": 3, "annotations": {names.SWITCHOVER_ANNOTATION: "db-1"}}, settled)

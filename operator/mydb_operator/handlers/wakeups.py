@@ -63,8 +63,12 @@ async def sleep_until_poked(wake: asyncio.Event, stopped: kopf.DaemonStopped, de
 
 @kopf.on.event(names.GROUP, names.VERSION, names.PLURAL)
 def mydatabase_changed(meta: kopf.Meta, status: kopf.Status, memo: OperatorMemo, **_: Any) -> None:
-    """A new generation (spec edit, kubectl scale) or backup request is worth an immediate reconcile."""
-    if meta.get("generation") != status.get("observedGeneration") or requested(
-        dict(meta.get("annotations") or {}), dict(status)
+    """A new generation (spec edit, kubectl scale), a backup request or a switchover request is worth an
+    immediate reconcile."""
+    annotations = dict(meta.get("annotations") or {})
+    if (
+        meta.get("generation") != status.get("observedGeneration")
+        or requested(annotations, dict(status))
+        or names.SWITCHOVER_ANNOTATION in annotations
     ):
         memo.wakeups.poke(meta.get("namespace"), meta.get("name"))

@@ -88,9 +88,9 @@ def unavailable_since(pod: Object | None) -> datetime | None:
 
 
 def starting_since(pod: Object | None) -> datetime | None:
-    """When a pod that is on its way up started: its server's container running but not ready yet, or its
-    containers being made or its init container running. None for a pod that is not coming up by itself:
-    gone, being deleted, hung long after its start, crash-looping, or not scheduled."""
+    """When a pod that is on its way up started: its server's container running and not ready since it
+    started, or its containers being made or its init container running. None for a pod that is not coming
+    up by itself: gone, being deleted, ready once and then no longer (hung), crash-looping, not scheduled."""
     if pod is None or deleting(pod):
         return None
     status = pod.get("status") or {}
@@ -99,7 +99,11 @@ def starting_since(pod: Object | None) -> datetime | None:
             continue
         state = container.get("state") or {}
         if "running" in state:
-            return None if container.get("ready") else parse_time(state["running"].get("startedAt"))
+            started = parse_time(state["running"].get("startedAt"))
+            unready = unavailable_since(pod)
+            # Not ready since before it started: still starting. Unready since after: it served, then stopped.
+            fresh = started is not None and unready is not None and unready <= started
+            return started if fresh and not container.get("ready") else None
         waiting = (state.get("waiting") or {}).get("reason")
         if waiting not in ("ContainerCreating", "PodInitializing"):
             return None
