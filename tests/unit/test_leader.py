@@ -294,6 +294,19 @@ def test_a_released_lease_is_taken_at_once(leases):
     assert leases.stored[("ops", "mydb-operator")].spec.holder_identity == "b-1"
 
 
+def test_the_renewal_stops_at_the_release_and_never_takes_the_lease_back(leases):
+    """Found in CI: a renewal that ran after the release took the Lease again, so the
+    instance started next, under another Lease, was refused for an overlapping scope."""
+    me = LeaderLease("ops", "mydb-operator", "me-1", duration=1)
+    me.api = leases  # type: ignore[assignment]
+    assert me.try_acquire()
+    renewing = me.keep(on_lost=lambda: None)
+    me.release()
+    renewing.join(timeout=2)  # one renewal period is a third of the duration
+    assert not renewing.is_alive()
+    assert leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
+
+
 def test_the_standby_logs_each_new_holder(leases, monkeypatch, caplog):
     holders = iter(["a-1", "a-1", "c-1", None])
     me = instance(leases, "b-1")

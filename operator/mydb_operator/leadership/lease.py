@@ -33,6 +33,9 @@ class LeaderLease:
         # A hung call must not stall the renewal past the Lease's duration.
         self.request_timeout = max(2.0, duration / 3)
         self._warned_unchecked = False
+        # Held across a renewal and the release: a renewal after the release would take the Lease back.
+        self._renewing = threading.Lock()
+        self._released = False
 
     def _spec(self, acquired: datetime.datetime | None) -> client.V1LeaseSpec:
         now = _now()
@@ -147,6 +150,11 @@ class LeaderLease:
 
     def release(self) -> None:
         """On a clean stop, hand the Lease over at once instead of after its duration."""
+        with self._renewing:
+            self._released = True
+            self._hand_over()
+
+    def _hand_over(self) -> None:
         try:
             lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
             if lease.spec is not None and lease.spec.holder_identity == self.identity:
@@ -169,7 +177,11 @@ class LeaderLease:
             while True:
                 time.sleep(self.duration / 3)
                 started = time.monotonic()  # the API server's renewTime is later than this
-                if self._attempt():
+                with self._renewing:
+                    if self._released:
+                        return
+                    renewed = self._attempt()
+                if renewed:
                     last = started
                 elif time.monotonic() - last >= self.duration:
                     log.error("lost the Lease %s/%s: stopping so a standby can lead", self.namespace, self.name)
