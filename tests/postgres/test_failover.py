@@ -33,6 +33,9 @@ def database(request, machine, rendered, name: str, pods: int) -> list[DatabaseP
 
 
 def rows(pod: DatabasePod) -> str:
+    """Which writes the pod has, as 'kind,kind:count'; '' on a replica that has not replayed the table yet."""
+    if pod.sql("SELECT to_regclass('t') IS NOT NULL") != "t":
+        return ""
     return pod.sql("SELECT string_agg(DISTINCT written_on, ',' ORDER BY written_on) || ':' || count(*) FROM t")
 
 
