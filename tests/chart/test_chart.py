@@ -335,6 +335,7 @@ def test_parameters_render_sorted_and_quoted(render):
         "pg_stat_statements.max = '10000'",
         "wal_keep_size = '256MB'",
         "work_mem = '64MB'",
+        "max_slot_wal_keep_size = '1GB'",  # backup.maxRetainedWal: the archive's slot keeps no more
     ]
 
 
@@ -356,7 +357,8 @@ def test_parameter_change_rolls_pods(render):
 
 @pytest.mark.parametrize("script, restarts", [
     ("entrypoint.sh", True), ("primary-init.sh", True), ("replica-bootstrap.sh", True), ("restore.sh", True),
-    ("credentials.sh", True), ("backup.sh", False), ("prune.sh", False), ("test-connection.sh", False),
+    ("credentials.sh", True), ("recover.sh", True), ("wal-restore.sh", True), ("backup.sh", False),
+    ("base-backup.sh", False), ("prune.sh", False), ("test-connection.sh", False), ("wal-archive.sh", False),
 ])
 def test_only_the_scripts_database_pods_run_restart_them(helm, tmp_path, script, restarts):
     """A fixed backup or test script reaches its next run through the ConfigMap; only a script the
@@ -364,7 +366,8 @@ def test_only_the_scripts_database_pods_run_restart_them(helm, tmp_path, script,
     def checksum(chart):
         res = helm("template", RELEASE, str(chart), values=seed())
         assert res.returncode == 0, res.stderr
-        [sts] = [d for d in yaml.safe_load_all(res.stdout) if d and d["kind"] == "StatefulSet"]
+        [sts] = [d for d in yaml.safe_load_all(res.stdout)
+                 if d and d["kind"] == "StatefulSet" and d["metadata"]["name"] == RELEASE]
         return sts["spec"]["template"]["metadata"]["annotations"]["checksum/scripts"]
 
     changed = tmp_path / "chart"
@@ -451,11 +454,19 @@ ANTI_AFFINITY = {
 
 def test_anti_affinity_preset_spreads_database_pods_unless_affinity_is_given(render):
     """soft (default) prefers one database pod per node, hard requires it, none sets nothing; a given
-    affinity replaces the preset; backup pods never get it (they share the instance labels)."""
+    affinity replaces the preset; backup pods never get it (they share the instance labels): they go where
+    the archive pod is, which has the backup volume."""
+    with_archive = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "mydatabase", "app.kubernetes.io/instance": RELEASE,
+                                          "app.kubernetes.io/component": "wal-archive"}}}]}}
     for preset, expected in ANTI_AFFINITY.items():
         out = render(seed(podAntiAffinityPreset=preset))
         assert out.get("StatefulSet", RELEASE)["spec"]["template"]["spec"]["affinity"] == expected, preset
-        assert "affinity" not in cronjob_pod(out)["spec"]
+        assert cronjob_pod(out)["spec"]["affinity"] == with_archive
+        assert "affinity" not in out.get("StatefulSet", f"{RELEASE}-wal")["spec"]["template"]["spec"]
+    dumps_only = render(seed(backup={"enabled": True, "continuous": False}))
+    assert "affinity" not in cronjob_pod(dumps_only)["spec"]
     assert "affinity" not in render(seed(podAntiAffinityPreset="none")).get(
         "StatefulSet", RELEASE)["spec"]["template"]["spec"]
     own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}

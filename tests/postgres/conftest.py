@@ -51,7 +51,7 @@ def rendered(render_database) -> Rendered:
 @pytest.fixture(scope="session")
 def machine(rendered: Rendered) -> Machine:
     """The PostgreSQL major of the rendered image tag, installed on this machine."""
-    image = rendered.one("StatefulSet")["spec"]["template"]["spec"]["containers"][0]["image"]
+    image = rendered.statefulset()["spec"]["template"]["spec"]["containers"][0]["image"]
     major = image.rsplit(":", 1)[1].split(".")[0]
     found, why = find_machine(major)
     if found is None:

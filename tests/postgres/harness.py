@@ -92,6 +92,13 @@ class Rendered:
     def get(self, kind: str, name: str) -> dict:
         return self.by_key[(kind, name)]
 
+    def statefulset(self, component: str = "database") -> dict:
+        """The database's StatefulSet, or the archive's (component wal-archive)."""
+        found = [d for (k, _), d in self.by_key.items()
+                 if k == "StatefulSet" and d["metadata"]["labels"]["app.kubernetes.io/component"] == component]
+        assert len(found) == 1, f"expected one {component} StatefulSet, rendered {len(found)}"
+        return found[0]
+
 
 def render(helm: str, database: dict, workdir: Path) -> Rendered:
     """Runs the real CLI: mydb-operator render -f <database> --namespace ns."""
@@ -232,8 +239,8 @@ class Container:
         self.spec = next(c for c in pod_spec.get("initContainers", []) + pod_spec["containers"] if c["name"] == name)
         self.pod_name = pod_name
         self.pod_ip = pod_ip
-        release = rendered.one("StatefulSet")["metadata"]["name"]
-        self.chart_port = str(rendered.one("StatefulSet")["spec"]["template"]["spec"]
+        release = rendered.statefulset()["metadata"]["name"]
+        self.chart_port = str(rendered.statefulset()["spec"]["template"]["spec"]
                               ["containers"][0]["ports"][0]["containerPort"])
         # Cluster DNS: the read-write Service leads to ordinal 0; "127.0.0.1" in
         # a probe is the pod itself.
@@ -330,7 +337,7 @@ class DatabasePod:
 
     def __init__(self, machine: Machine, rendered: Rendered, ordinal: int,
                  volume_dirs: dict[str, Path] | None = None):
-        sts = rendered.one("StatefulSet")
+        sts = rendered.statefulset()
         self.name = f"{sts['metadata']['name']}-{ordinal}"
         self.ip = f"127.0.0.{ordinal + 1}"
         self.machine = machine
@@ -487,4 +494,51 @@ class BackupJob:
         return sorted(p.name for p in self.backups.iterdir() if STAMP_RE.match(p.name))
 
     def files(self) -> list[str]:
-        return sorted(p.name for p in self.backups.iterdir())
+        """The dumps' level of the volume: every file, hidden and partial ones included (base/ and wal/, the
+        continuous archive's folders, are test_archive.py's)."""
+        return sorted(p.name for p in self.backups.iterdir() if p.name not in ("base", "wal"))
+
+    def base_backups(self) -> list[str]:
+        """The complete base backups; hidden (partial) ones are not listed."""
+        base = self.backups / "base"
+        return sorted(p.name for p in base.iterdir() if not p.name.startswith(".")) if base.is_dir() else []
+
+
+class ArchivePod:
+    """The archive StatefulSet's pod (wal-archive.sh), streaming from the read-write
+    Service (ordinal 0 here) into `backups`/wal, in the background until stop()."""
+
+    def __init__(self, machine: Machine, rendered: Rendered, backups: Path):
+        sts = rendered.statefulset("wal-archive")
+        pod_spec = sts["spec"]["template"]["spec"]
+        claim = next(v["name"] for v in pod_spec["volumes"] if "persistentVolumeClaim" in v)
+        self.machine = machine
+        self.name = f"{sts['metadata']['name']}-0"
+        self.home = machine.mkdir(backups.parent / f"{backups.name}-archive")
+        self.container = Container(machine, rendered, pod_spec, "wal-archive", pod_name=self.name, pod_ip=None,
+                                   home=self.home, volume_dirs={claim: backups})
+        self.container.env["RETRY_SECONDS"] = "0.2"
+        self.wal = backups / "wal"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ArchivePod":
+        self.proc = self.machine.popen(self.container.command, self.container.env, self.home / "archive.log",
+                                       cwd=self.home)
+        probe = [self.container.localize(a) for a in self.container.spec["readinessProbe"]["exec"]["command"]]
+
+        def streaming() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the archive exited with {self.proc.returncode}:\n{self.logs()}")
+            return self.machine.run(probe, {"PATH": self.machine.path}).returncode == 0
+
+        wait_for("the archive to stream (its readiness probe)", streaming)
+        return self
+
+    def logs(self) -> str:
+        path = self.home / "archive.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=15)

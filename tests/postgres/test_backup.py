@@ -37,6 +37,7 @@ def test_cronjob_writes_a_verified_dump(primary, backup_job):
 
     [name] = job.dumps()
     assert job.files() == [name, f"{name}.sha256"]      # nothing hidden, nothing partial
+    assert len(job.base_backups()) == 1                 # the continuous archive's starting point, first
     assert STAMP_RE.match(name)
     taken = datetime.strptime(name, "%Y%m%dT%H%M%SZ.dump").replace(tzinfo=timezone.utc)
     assert before <= taken <= after, (before, taken, after)
@@ -69,6 +70,8 @@ def test_failed_backup_exits_nonzero_and_writes_nothing(primary, backup_job, fai
     expected = "Connection refused" if failure == "unreachable" else "password authentication failed"
     assert expected in result.stderr, result.stderr
     assert job.files() == [old, f"{old}.sha256"]
+    if failure == "unreachable":   # the base backup failed first: not even an empty base/ is left
+        assert not (job.backups / "base").exists()
 
 
 def test_a_checksum_that_fails_fails_the_backup_and_publishes_nothing(primary, backup_job):

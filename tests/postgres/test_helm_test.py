@@ -19,7 +19,7 @@ def with_hooks(tmp_path_factory):
 
 
 def helm_test_pod(machine, rendered, **env: str):
-    pod = rendered.get("Pod", f"{rendered.one('StatefulSet')['metadata']['name']}-test")
+    pod = rendered.get("Pod", f"{rendered.statefulset()['metadata']['name']}-test")
     home = machine.mkdir(machine.root / "helm-test")
     container = Container(machine, rendered, pod["spec"], "test", pod_name=pod["metadata"]["name"],
                           pod_ip=None, home=home, volume_dirs={})

@@ -54,7 +54,7 @@ def source(machine, rendered, primary) -> Source:
     digest = primary.sql(DIGEST)
     assert digest.startswith(f"{ROWS}|")
     job = BackupJob(machine, rendered, machine.mkdir(machine.root / "first-boot-source-backups"))
-    result = job.run()
+    result = job.script("backup.sh")   # a dump only, as with backup.continuous: false (test_archive.py: the rest)
     assert result.returncode == 0, result.stderr
     [dump] = job.dumps()
     found = Source(job, dump, digest, {})
@@ -81,7 +81,7 @@ def render_db(tmp_path_factory) -> Callable[..., Rendered]:
 
 def restore_volumes(rendered: Rendered) -> list[str]:
     """The database pods' volumes that are the claim CLAIM (none without restore)."""
-    pod = rendered.one("StatefulSet")["spec"]["template"]["spec"]
+    pod = rendered.statefulset()["spec"]["template"]["spec"]
     return [v["name"] for v in pod["volumes"]
             if v.get("persistentVolumeClaim", {}).get("claimName") == CLAIM]
 

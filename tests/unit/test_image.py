@@ -497,12 +497,13 @@ def test_default_cmd_is_the_run_command(image: ImageLike) -> None:
 
 
 def test_entrypoint_renders_a_statefulset(image_with_helm: ImageLike) -> None:
-    """`docker run IMAGE render -f production-db.yaml` prints the StatefulSet, with no HOME and a read-only cwd."""
+    """`docker run IMAGE render -f production-db.yaml` prints the StatefulSets (the database's, the archive's),
+    with no HOME and a read-only cwd."""
     result = image_with_helm.run("render", "-f", str(EXAMPLE))
     assert result.returncode == 0, result.stderr
     objects = [d for d in yaml.safe_load_all(result.stdout) if d]
     statefulsets = [o for o in objects if o["kind"] == "StatefulSet"]
-    assert len(statefulsets) == 1 and statefulsets[0]["metadata"]["name"].startswith("production-db")
+    assert sorted(o["metadata"]["name"] for o in statefulsets) == ["production-db", "production-db-wal"]
 
 
 def test_render_uses_the_chart_named_by_the_image_env(image_with_helm: ImageLike, tmp_path: Path) -> None:

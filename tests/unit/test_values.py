@@ -83,3 +83,18 @@ def test_a_chart_that_does_not_declare_the_newer_values_is_not_given_them():
     with pytest.raises(SpecError, match="does not take replication values") as refused:
         database_values("db", parse_spec({**SEED, "replication": {"synchronous": True}}), Platform(), chart_keys=older)
     assert refused.value.field == "replication.synchronous"
+
+
+def test_the_archive_is_the_charts_default_and_only_turning_it_off_is_passed():
+    """A chart before 0.8.0 takes no backup.continuous: the seed's values never name it."""
+    assert "continuous" not in build_values("db", parse_spec(SEED))["backup"]
+    dumps_only = {**SEED, "backup": {**SEED["backup"], "continuous": False}}
+    assert build_values("db", parse_spec(dumps_only))["backup"]["continuous"] is False
+
+
+def test_a_restore_to_a_moment_passes_the_moment_and_otherwise_nothing_new():
+    restore = {"fromDatabase": "orders"}
+    plain = build_values("copy", parse_spec({**SEED, "restore": restore}))
+    assert plain["restore"] == {"enabled": True, "claimName": "orders-backups", "backup": "latest"}
+    moment = parse_spec({**SEED, "restore": {**restore, "pointInTime": "2026-12-03T14:03:00Z"}})
+    assert build_values("copy", moment)["restore"]["pointInTime"] == "2026-12-03T14:03:00Z"

@@ -132,6 +132,11 @@ if [ "$ROLE" = replica ]; then
 elif [ -f "$PGDATA/standby.signal" ]; then
   echo "entrypoint: $PGDATA is still a standby: it serves read-only, following nobody, until the operator promotes it"
 fi
+if [ "$ROLE" = replica ]; then
+  # The archive's slot stays on the server that was primary (a switchover, a failover's former primary):
+  # on a replica nothing reads it, and it would keep that replica's WAL until its disk fills.
+  rm -rf "$PGDATA/pg_replslot/${ARCHIVE_SLOT:-mydb_archive}"
+fi
 sed -i -e '/^primary_conninfo/d' -e '/^primary_slot_name/d' "$PGDATA/postgresql.auto.conf" 2>/dev/null || true
 if [ -n "$conninfo" ]; then
   printf "primary_conninfo = '%s'\n" "$conninfo" >> "$PGDATA/postgresql.auto.conf"

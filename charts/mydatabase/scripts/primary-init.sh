@@ -7,8 +7,12 @@
 #   PGDATA, PGPORT (default 5432)
 #   CREDENTIALS_DIR  username, password, replication-username and
 #                    replication-password as files (credentials.sh)
-#   RESTORE_FROM   optional: restore this dump (restore.sh: "latest", a file
-#                  name in RESTORE_DIR, or a path) into the new cluster
+#   RESTORE_FROM   optional: "latest" recovers from the other database's
+#                  continuous archive when it has a base backup (recover.sh),
+#                  else restores its newest dump; a dump's file name in
+#                  RESTORE_DIR, or a path, restores that dump (restore.sh)
+#   RESTORE_TARGET_TIME  optional: recover to this moment (RFC 3339) instead
+#                  of the archive's end
 #   RESTORE_DIR    the other database's backups
 #   SCRIPTS_DIR    where restore.sh is (default: this script's directory)
 #
@@ -51,6 +55,22 @@ fi
 # half-way must not leave something that looks like a finished cluster.
 new="$PGDATA.init"
 rm -rf "$new"
+
+# A recovery from the archive copies a whole cluster: no initdb.
+has_base_backup() { ls "${RESTORE_DIR:-/nonexistent}/base" 2>/dev/null | grep -qE '^[0-9]{8}T[0-9]{6}Z$'; }
+if [ -n "$RESTORE_FROM" ] && { [ -n "${RESTORE_TARGET_TIME:-}" ] || { [ "$RESTORE_FROM" = latest ] && has_base_backup; }; }; then
+  echo "primary-init: recovering from the archive in ${RESTORE_DIR:-(no RESTORE_DIR)} before serving"
+  RECOVER_INTO="$new" SCRIPTS_DIR="$SCRIPTS_DIR" sh "$SCRIPTS_DIR/recover.sh" || {
+    echo "primary-init: recovery failed; $PGDATA stays empty and the next start tries again" >&2
+    rm -rf "$new"
+    exit 1
+  }
+  printf 'archive %s\n' "${RESTORE_TARGET_TIME:-end}" > "$new/$marker"
+  rm -rf "$PGDATA"   # empty (checked above) or absent
+  mv "$new" "$PGDATA"
+  echo "primary-init: initialised $PGDATA from the archive (to ${RESTORE_TARGET_TIME:-its end})"
+  exit 0
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

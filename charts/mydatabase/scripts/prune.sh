@@ -1,10 +1,13 @@
 #!/bin/sh
-# Deletes dumps (and their .sha256) older than BACKUP_RETENTION (<n>h, <n>d or
-# <n>w). The newest dump is always kept, however old, so a failing backup job
-# can never prune the last good backup away. Age comes from the UTC timestamp
-# in the file name, not mtime, which copies and restores change.
+# Deletes dumps (and their .sha256) and base backups older than
+# BACKUP_RETENTION (<n>h, <n>d or <n>w), then the archived WAL that no base
+# backup left needs: everything before the oldest one's first segment. The
+# newest dump and the newest base backup are always kept, however old, so a
+# failing backup job can never prune the last good backup away. Age comes from
+# the UTC timestamp in the name, not mtime, which copies and restores change.
 #
 #   BACKUP_DIR, BACKUP_RETENTION
+#   ARCHIVE_DIR   the continuous archive (default BACKUP_DIR/wal)
 #   NOW   seconds since the epoch to prune against (default: now; for tests)
 set -eu
 
@@ -54,3 +57,30 @@ for name in $dumps; do
     echo "prune: removed $name"
   fi
 done
+
+# Base backups (base-backup.sh): the same rule; hidden .partial ones never match.
+base="$BACKUP_DIR/base"
+[ -d "$base" ] || exit 0
+backups="$(ls "$base" | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort || true)"
+newest="$(printf '%s\n' "$backups" | tail -n 1)"
+for name in $backups; do
+  [ "$name" = "$newest" ] && continue
+  if [ "$(epoch "$name")" -lt "$cutoff" ]; then
+    rm -rf "${base:?}/$name"
+    echo "prune: removed base backup $name"
+  fi
+done
+
+# The WAL: a recovery from the oldest base backup kept reads from its start_wal on; older segments
+# (of every timeline, .partial ones included) serve no recovery any more. History files stay.
+oldest="$(ls "$base" | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort | head -n 1)"
+archive="${ARCHIVE_DIR:-$BACKUP_DIR/wal}"
+if [ -n "$oldest" ] && [ -d "$archive" ]; then
+  start_wal="$(sed -n 's/^start_wal=//p' "$base/$oldest/info")"
+  if [ -z "$start_wal" ]; then
+    echo "prune: $base/$oldest/info names no start_wal; the archive is left as it is" >&2
+    exit 1
+  fi
+  pg_archivecleanup "$archive" "$start_wal"
+  echo "prune: the archive starts at $start_wal (base backup $oldest)"
+fi

@@ -137,7 +137,7 @@ The PVC to restore from (restore.enabled only); rendering fails without it.
 
 {{/*
 The database containers' environment and mounts; (dict "ctx" . "firstBoot" true)
-adds what only the first boot reads (the init container): the dump to restore.
+adds what only the first boot reads (the init container): what to restore.
 */}}
 {{- define "mydatabase.databaseEnv" -}}
 {{- $restore := .ctx.Values.restore | default dict -}}
@@ -170,6 +170,11 @@ adds what only the first boot reads (the init container): the dump to restore.
   value: {{ $restore.backup | default "latest" | quote }}
 - name: RESTORE_DIR
   value: /restore
+{{- with $restore.pointInTime }}
+# Recover from the source's continuous archive to this moment (recover.sh).
+- name: RESTORE_TARGET_TIME
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 

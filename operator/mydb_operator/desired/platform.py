@@ -55,6 +55,7 @@ DENIED_PARAMETERS = frozenset(
         "synchronous_commit",
         "synchronous_standby_names",  # spec.replication.synchronous
         "wal_log_hints",  # pg_rewind of a former primary needs it
+        "max_slot_wal_keep_size",  # backup.maxRetainedWal (the chart's value)
         "recovery_target_timeline",  # a replica follows a promoted one onto its new timeline
         "ssl_cert_file",
         "ssl_key_file",

@@ -50,6 +50,8 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
         }
         if spec.backup.resources:
             values["backup"]["resources"] = spec.backup.resources
+        if not spec.backup.continuous:  # only when off: a chart before 0.8.0 takes no such value
+            values["backup"]["continuous"] = False
         if spec.storage_class_name:
             values["backup"]["storage"]["storageClassName"] = spec.storage_class_name
     if spec.restore:
@@ -58,6 +60,8 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
             "claimName": names.backups_claim_name(spec.restore.from_database),
             "backup": spec.restore.backup,
         }
+        if spec.restore.point_in_time:
+            values["restore"]["pointInTime"] = spec.restore.point_in_time
     return values
 
 

@@ -113,7 +113,10 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
             problems.append(f"version {major}.x: {error}")
             continue
         problems += [f"version {major}.x: {problem}" for problem in missing_objects(objects, PROBE)]
-        sts = next((o for o in objects if o.get("kind") == "StatefulSet"), None)
+        sts = next(
+            (o for o in objects if (o.get("kind"), (o.get("metadata") or {}).get("name")) == ("StatefulSet", PROBE)),
+            None,
+        )
         pod_management = ((sts or {}).get("spec") or {}).get("podManagementPolicy") or pod_management
         if takes_owner:
             unowned.update(unowned_objects(objects, PROBE_UID))

@@ -26,12 +26,14 @@ class Backup:
     retention: str = "7d"
     storage: str = "10Gi"
     resources: Mapping[str, Any] = field(default_factory=dict)
+    continuous: bool = True  # the WAL archive and base backups, for recovery to a moment
 
 
 @dataclass(frozen=True)
 class Restore:
     from_database: str
     backup: str = "latest"
+    point_in_time: str = ""  # RFC 3339; empty: the end of the archive (or the dump named)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
             retention=backup.get("retention") or "7d",
             storage=str(backup.get("storage") or "10Gi"),
             resources=dict(backup.get("resources") or {}),
+            continuous=bool(backup.get("continuous", True)),
         )
         if backup
         else None,
@@ -91,6 +94,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         restore=Restore(
             from_database=_text(restore, "fromDatabase", "restore.fromDatabase"),
             backup=restore.get("backup") or "latest",
+            point_in_time=str(restore.get("pointInTime") or ""),
         )
         if restore
         else None,

@@ -1,0 +1,159 @@
+"""The continuous archive and recovery to a moment, on the machine's PostgreSQL.
+
+The source database is the seed rendered as the operator renders it (the archive
+is on by default with spec.backup): its ordinal 0, the archive pod's
+wal-archive.sh streaming into a backup volume, and the backup CronJob's command
+(base-backup.sh, backup.sh, prune.sh). A new database's ordinal 0, rendered with
+spec.restore, recovers from that volume on its first boot (primary-init.sh,
+recover.sh, wal-restore.sh).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .harness import EXAMPLE, ArchivePod, BackupJob, DatabasePod, Machine, Rendered, find_helm, render, wait_for
+
+SOURCE = "production-db"   # the seed's name: the restoring databases name it in spec.restore
+ROWS = "SELECT coalesce(string_agg(DISTINCT kind, ',' ORDER BY kind), '') || ':' || count(*) FROM t"
+
+
+@dataclass
+class Source:
+    machine: Machine
+    pod: DatabasePod
+    archive: ArchivePod
+    job: BackupJob
+
+    @property
+    def backups(self) -> Path:
+        return self.job.backups
+
+    def archived(self) -> None:
+        """Wait until the archive has flushed everything the primary wrote so far."""
+        lsn = self.pod.sql("SELECT pg_current_wal_lsn()")
+        wait_for(f"the archive to flush {lsn}", lambda: self.pod.sql(
+            "SELECT coalesce(bool_or(flush_lsn >= '" + lsn + "'), false) FROM pg_stat_replication"
+            " WHERE application_name = 'mydb-archive'") == "t")
+
+    def base_backups(self) -> list[str]:
+        return sorted(p.name for p in (self.backups / "base").iterdir() if not p.name.startswith("."))
+
+
+@pytest.fixture
+def source(request, machine, rendered) -> Source:
+    """A one-pod source database with its archive streaming and one scheduled run done."""
+    own = machine.sibling(f"archived-{request.node.name[-20:]}")
+    pod = DatabasePod(own, rendered, 0)
+    request.addfinalizer(pod.stop)
+    pod.start()
+    backups = own.mkdir(own.root / "backups")
+    archive = ArchivePod(own, rendered, backups)
+    request.addfinalizer(archive.stop)
+    archive.start()
+    job = BackupJob(own, rendered, backups)
+    result = job.run()
+    assert result.returncode == 0, result.stdout + result.stderr
+    pod.sql("CREATE TABLE t (id serial PRIMARY KEY, kind text NOT NULL)")
+    return Source(own, pod, archive, job)
+
+
+def restoring(request, machine: Machine, name: str, source: Source, **restore: str) -> DatabasePod:
+    """Ordinal 0 of a new database with spec.restore from the source (rendered by the operator),
+    the source's backup volume as its restore volume; not started."""
+    helm = find_helm()
+    assert helm, "helm not found"
+    database = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+    database["metadata"]["name"] = name
+    database["spec"]["restore"] = {"fromDatabase": SOURCE, **restore}
+    rendered: Rendered = render(helm, database, machine.root)
+    pod = DatabasePod(machine.sibling(name), rendered, 0, volume_dirs={"restore-source": source.backups})
+    request.addfinalizer(pod.stop)
+    return pod
+
+
+def utc_now_of(pod: DatabasePod) -> str:
+    """The server's clock, as RFC 3339 in UTC (what a user copies from a log line)."""
+    return pod.sql("SELECT to_char(clock_timestamp() AT TIME ZONE 'utc', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
+
+
+def test_a_new_database_recovers_to_a_moment_between_the_writes_and_a_drop(request, machine, source):
+    """Rows written before the moment are there, rows written after it are not, the table dropped by mistake
+    after it is back; the copy is promoted onto a timeline of its own, and logs in with its own passwords."""
+    source.pod.sql("INSERT INTO t (kind) SELECT 'before' FROM generate_series(1, 100)")
+    time.sleep(0.2)   # commit timestamps are the server's clock: keep the moment clear of both sides
+    moment = utc_now_of(source.pod)
+    time.sleep(0.2)
+    source.pod.sql("INSERT INTO t (kind) SELECT 'after' FROM generate_series(1, 10)")
+    source.pod.sql("DROP TABLE t")
+    source.archived()
+
+    copy_pod = restoring(request, machine, "to-a-moment", source, pointInTime=moment)
+    copy_pod.start(timeout=120)
+    assert copy_pod.sql(ROWS) == "before:100"
+    assert copy_pod.sql("SELECT pg_is_in_recovery()") == "f"
+    assert int(copy_pod.sql("SELECT timeline_id FROM pg_control_checkpoint()")) > 1
+    assert (copy_pod.pgdata / ".restored-from").read_text().split() == ["archive", moment]
+    assert "recover: base backup" in copy_pod.logs(), copy_pod.logs()
+
+
+def test_the_end_of_the_archive_has_the_last_commit_of_a_lost_source(request, machine, source):
+    """The source is lost (crash, archive gone) right after a commit the archive flushed: a restore with no moment
+    recovers to the archive's end, the .partial segment included, and has that commit."""
+    source.pod.sql("INSERT INTO t (kind) SELECT 'kept' FROM generate_series(1, 5)")
+    source.pod.sql("INSERT INTO t (kind) VALUES ('last')")
+    source.archived()
+    source.pod.stop("immediate")
+    source.archive.stop()
+    assert any(p.name.endswith(".partial") for p in source.archive.wal.iterdir())
+
+    copy_pod = restoring(request, machine, "to-the-end", source)
+    copy_pod.start(timeout=120)
+    assert copy_pod.sql(ROWS) == "kept,last:6"
+
+
+def test_a_moment_before_the_first_base_backup_is_refused_with_the_window(request, machine, source):
+    """The first boot fails, says which moments can be recovered, and leaves the data directory empty."""
+    copy_pod = restoring(request, machine, "too-early", source, pointInTime="2001-01-01T00:00:00Z")
+    code, served = copy_pod.start_expecting_exit()
+    assert code == 1 and not served
+    assert "pointInTime 2001-01-01T00:00:00Z is before the first recoverable point" in copy_pod.logs()
+    assert "the archive recovers from" in copy_pod.logs(), copy_pod.logs()
+    assert not copy_pod.pgdata.exists() or not any(copy_pod.pgdata.iterdir())
+
+
+def test_retention_keeps_the_newest_base_backup_and_exactly_the_wal_it_needs(request, machine, source):
+    """Of two base backups, the one outside the retention goes, and every segment before the kept one's first;
+    a recovery from what is left still reaches the archive's end."""
+    first = source.base_backups()[0]
+    source.pod.sql("INSERT INTO t (kind) SELECT 'old' FROM generate_series(1, 10)")
+    for _ in range(2):
+        source.pod.sql("SELECT pg_switch_wal()")
+        source.pod.sql("INSERT INTO t (kind) VALUES ('filler')")
+    time.sleep(1.1)   # base backups are named by the second
+    result = source.job.script("base-backup.sh")
+    assert result.returncode == 0, result.stderr
+    [_, second] = source.base_backups()
+    source.pod.sql("INSERT INTO t (kind) VALUES ('new')")
+    source.archived()
+    info = dict(line.split("=", 1) for line in (source.backups / "base" / second / "info").read_text().split())
+    older = [p.name for p in source.archive.wal.iterdir() if p.name[8:24] < info["start_wal"][8:]]
+    assert older, "no segment before the second base backup: nothing for retention to remove"
+
+    first_epoch = int(datetime.strptime(first, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp())
+    result = source.job.script("prune.sh", BACKUP_RETENTION="1h", NOW=str(first_epoch + 3600 + 1))
+    assert result.returncode == 0, result.stderr
+    assert source.base_backups() == [second]
+    segments = sorted(p.name[8:24] for p in source.archive.wal.iterdir() if len(p.name.split(".")[0]) == 24)
+    assert segments[0] == info["start_wal"][8:], (segments, info)
+
+    copy_pod = restoring(request, machine, "after-prune", source)
+    copy_pod.start(timeout=120)
+    assert copy_pod.sql(ROWS) == "filler,new,old:13"
