@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover
+.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -55,6 +55,9 @@ bench-real-node: venv tools $(VENV)/.bench-installed ## the seed on the real nod
 
 bench-failover: venv tools $(VENV)/.bench-installed ## failover and switchover on the real node: how long writes stop (after make demo; docs/high-availability.md)
 	$(PY) -m bench.failover
+
+bench-archive: venv tools $(VENV)/.bench-installed ## the continuous archive on the real node: its lag (the recovery point objective) and a restore's time (after make demo; docs/backups.md)
+	$(PY) -m bench.archive
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'

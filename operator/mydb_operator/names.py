@@ -35,6 +35,8 @@ SWITCHOVER_ANNOTATION = f"{ANNOTATION_PREFIX}/switchover-to"
 RECORD_LABEL = f"{GROUP}/record"
 # A new value asks for one backup now (kubectl annotate ... backup-now="$(date +%s)").
 BACKUP_NOW_ANNOTATION = f"{ANNOTATION_PREFIX}/backup-now"
+# A new value asks for one verification of the newest base backup and the archive (a recovery in a throwaway pod).
+VERIFY_BACKUP_ANNOTATION = f"{ANNOTATION_PREFIX}/verify-backup"
 ON_DEMAND_BACKUP_LABEL = f"{GROUP}/backup"
 # On the leader-election Lease: marks it as an operator's, and names the namespaces it guards
 # ("*" or "a,b"), so that another instance can tell whether their scopes overlap.
@@ -70,6 +72,9 @@ def release_record_labels(release: str) -> dict[str, str]:
 POSTGRES_CONTAINER = "postgres"  # its image tag is the running version
 DATA_CLAIM_TEMPLATE = "data"  # the StatefulSet's claim template: claims data-RELEASE-N
 POSTGRES_PORT = 5432
+# The continuous archive (chart: scripts/wal-archive.sh): its walsender's application_name and its slot.
+ARCHIVE_APPLICATION_NAME = "mydb-archive"
+ARCHIVE_SLOT = "mydb_archive"
 
 
 def read_write_service(release: str) -> str:
@@ -111,6 +116,16 @@ def service_host(namespace: str, service: str) -> str:
 
 def backup_cronjob(release: str) -> str:
     return f"{release}-backup"
+
+
+def verification_job(release: str, token: str) -> str:
+    """One Job per verify-backup value."""
+    return f"{release}-verify-{hashlib.sha256(token.encode()).hexdigest()[:8]}"
+
+
+def archive_statefulset(release: str) -> str:
+    """The continuous archive's StatefulSet of one pod (chart: templates/wal-archive.yaml)."""
+    return f"{release}-wal"
 
 
 def on_demand_backup_job(release: str, token: str) -> str:

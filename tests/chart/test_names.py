@@ -45,6 +45,10 @@ def test_every_object_the_operator_reads_is_rendered_under_its_name(render, majo
 
     cronjob = rendered.get("CronJob", names.backup_cronjob(RELEASE))
     assert cronjob["metadata"]["labels"][names.INSTANCE_LABEL] == RELEASE
+    archive = rendered.get("StatefulSet", names.archive_statefulset(RELEASE))
+    archive_env = {e["name"]: e.get("value") for e in archive["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert archive_env["PGHOST"] == names.read_write_service(RELEASE)  # it follows the primary wherever it moves
+    assert names.ARCHIVE_SLOT in rendered.text and names.ARCHIVE_APPLICATION_NAME in rendered.text  # wal-archive.sh
     assert names.backups_claim_name(RELEASE) in {c["metadata"]["name"] for c in rendered.kinds("PersistentVolumeClaim")}
     assert names.credentials_secret_name(RELEASE) in rendered.text  # the pods read the Secret by this name
     assert names.backups_claim_name("source") in rendered.text  # the restore reads the source's backups claim

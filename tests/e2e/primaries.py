@@ -14,21 +14,28 @@ from .realnode import images, on_real_node
 from .waiting import get_json, wait_for
 
 
-def postgres_pid(cluster, namespace: str, pod: str) -> int:
-    """The host PID of the pod's PostgreSQL postmaster: the postgres container's PID 1."""
+def container_pids(cluster, namespace: str, pod: str, container: str = "postgres") -> dict[int, int]:
+    """Host PID -> PID inside the container, for every process of the pod's CONTAINER on this host."""
     statuses = get_json(cluster, "-n", namespace, "pod", pod)["status"]["containerStatuses"]
-    container = next(s["containerID"] for s in statuses if s["name"] == "postgres").split("//", 1)[1]
+    container_id = next(s["containerID"] for s in statuses if s["name"] == container).split("//", 1)[1]
+    found = {}
     for cgroup in Path("/proc").glob("[0-9]*/cgroup"):
         try:
-            if container not in cgroup.read_text():
+            if container_id not in cgroup.read_text():
                 continue
             nspid = next(line for line in (cgroup.parent / "status").read_text().splitlines()
                          if line.startswith("NSpid:"))
         except (OSError, StopIteration):  # gone meanwhile
             continue
-        if nspid.split()[-1] == "1":
-            return int(cgroup.parent.name)
-    raise AssertionError(f"no process of {namespace}/{pod}'s postgres container on this host")
+        found[int(cgroup.parent.name)] = int(nspid.split()[-1])
+    assert found, f"no process of {namespace}/{pod}'s {container} container on this host"
+    return found
+
+
+def postgres_pid(cluster, namespace: str, pod: str) -> int:
+    """The host PID of the pod's PostgreSQL postmaster: the postgres container's PID 1."""
+    pids = container_pids(cluster, namespace, pod)
+    return next(host for host, inside in pids.items() if inside == 1)
 
 
 def hang(pid: int) -> None:

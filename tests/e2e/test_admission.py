@@ -228,6 +228,13 @@ INVALID = [
     pytest.param(create(with_(deletionPolicy="Orphan"), "spec.deletionPolicy",
                         'Unsupported value: "Orphan": supported values: "Retain", "Delete"'),
                  id="deletionPolicy-orphan"),
+    # --- restore to a moment -------------------------------------------------
+    pytest.param(create(with_(restore={"fromDatabase": "orders", "pointInTime": "yesterday at two"}),
+                        "spec.restore.pointInTime", "must be of type date-time"), id="pointInTime-not-a-time"),
+    pytest.param(create(with_(restore={"fromDatabase": "orders", "pointInTime": "2026-01-01T14:03:00Z",
+                                       "backup": "20260101T020000Z.dump"}), "spec.restore",
+                        "restore.pointInTime recovers from the source's continuous archive"),
+                 id="pointInTime-with-a-named-dump"),
     # --- unknown fields (kubectl's default --validate=strict) ---------------
     pytest.param(create(with_(replica=3), 'unknown field "spec.replica"', "strict decoding error"),
                  id="unknown-field-spec-typo"),
@@ -355,7 +362,7 @@ def test_seed_is_accepted_with_defaults(cluster, crd, namespace):
     assert result.returncode == 0, result.stderr
     seed = yaml.safe_load(SEED.read_text())["spec"]
     spec = get_json(cluster, "-n", namespace, "mydb", "production-db")["spec"]
-    assert spec == {**seed, "backup": {**seed["backup"], "storage": "10Gi"},
+    assert spec == {**seed, "backup": {**seed["backup"], "storage": "10Gi", "continuous": True},
                     "deletionPolicy": "Retain", "hibernate": False,
                     "failoverDelay": 3, "maxLagOnFailover": "16Mi"}
 
@@ -409,6 +416,9 @@ def test_allowed_update_is_accepted(cluster, crd, namespace, change: Change):
                        resources={"limits": {"cpu": 2, "memory": "1Gi"}, "requests": {"cpu": "500m"}}), "db",
                  id="parameters-and-resources"),
     pytest.param(VALID, "a" * 45, id="name-45-chars"),
+    pytest.param(with_(backup={**DAILY, "continuous": False},
+                       restore={"fromDatabase": "orders", "pointInTime": "2026-01-01T14:03:00.25+01:00"}), "db",
+                 id="dumps-only-and-a-restore-to-a-moment-with-an-offset"),
     pytest.param(with_(replicas=2, replication={"synchronous": True}, failoverDelay=0, maxLagOnFailover="0"), "db",
                  id="synchronous-two-instances-failover-at-once"),
 ])

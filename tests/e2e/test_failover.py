@@ -21,6 +21,7 @@ import yaml
 from .conftest import operator_instead, wait_ready
 from .primaries import (
     Writer,
+    container_pids,
     hang,
     missing_writes,
     pod_ip,
@@ -86,7 +87,8 @@ def test_a_planned_switchover_loses_no_row_and_moves_the_primary(cluster, ha):
     record, is promoted, the annotation is answered (removed), status and an Event say so. Every row the writer
     had committed is on the new primary; the former primary streams from it."""
     namespace, _ = ha
-    create(cluster, namespace)
+    # With backups, so the archive streams through every promotion of this module (test_the_archive_...).
+    create(cluster, namespace, backup={"schedule": "0 3 * * *"})
     assert status(cluster, namespace)["primary"] == "ha-0"
     old_ip = pod_ip(cluster, namespace, "ha-0")
     writer = Writer(cluster, namespace, "ha")
@@ -179,22 +181,109 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     assert primaries(cluster, namespace, PODS) == [new]
 
 
-def test_after_a_failover_a_backup_is_taken_from_the_new_primary_and_restores(cluster, ha):
-    """The backup Job reaches the primary through the read-write Service wherever it moved; a new database
-    restored from that dump has the rows."""
+def archived(cluster, namespace: str, primary: str) -> bool:
+    """The archive has flushed everything PRIMARY has written so far."""
+    return sql_at(cluster, namespace, primary, "select coalesce(bool_or(flush_lsn >= pg_current_wal_lsn()), false)"
+                  " from pg_stat_replication where application_name = 'mydb-archive'") == "t"
+
+
+def test_the_archive_follows_every_promotion_and_recovers_a_new_database_to_a_moment_after_the_failover(
+        cluster, ha):
+    """The archive has streamed since the database was made (its first base backup was taken once it was Ready),
+    through the switchovers and the failover above. Rows written, a moment, more rows, the table dropped: a new
+    database restored to that moment has the first rows and the table, and nothing written after it."""
     namespace, _ = ha
-    assert status(cluster, namespace)["lastFailover"]
-    cluster.kubectl("patch", "-n", namespace, "mydb/ha", "--type=merge", "-p",
-                    '{"spec": {"backup": {"schedule": "0 3 * * *"}}}')
-    wait_for("the backup CronJob", lambda: get_json(cluster, "-n", namespace, "cronjob", "ha-backup"), timeout=60)
-    cluster.kubectl("annotate", "-n", namespace, "mydb/ha", "myapp.example.com/backup-now=after-failover")
-    wait_for("a successful backup", lambda: (status(cluster, namespace).get("backup") or {}).get(
+    facts = status(cluster, namespace)
+    assert facts["lastFailover"] and facts["timeline"] >= 3, facts
+    assert facts["backup"]["firstBackupJob"], facts
+    wait_for("the first base backup", lambda: (status(cluster, namespace).get("backup") or {}).get(
         "lastSuccessfulTime"), timeout=180)
+    wait_for("the archive streaming", lambda: ((status(cluster, namespace).get("backup") or {}).get(
+        "archive") or {}).get("streaming"), timeout=60)
+    primary = facts["primary"]
+    assert sql_at(cluster, namespace, primary, "create table pitr (kind text); insert into pitr select 'before' "
+                  "from generate_series(1, 100)") is not None
+    time.sleep(0.5)
+    moment = sql_at(cluster, namespace, primary, "select replace(to_char(clock_timestamp() at time zone 'utc',"
+                    " 'YYYY-MM-DD HH24:MI:SS.US'), ' ', 'T') || 'Z'")
+    time.sleep(0.5)
+    assert sql_at(cluster, namespace, primary, "insert into pitr select 'after' from generate_series(1, 10);"
+                  " drop table pitr") is not None
+    wait_for("the archive to have the drop", lambda: archived(cluster, namespace, primary), timeout=30)
     body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "restored"},
-            "spec": {"replicas": 1, "version": "15.3", "storage": "1Gi", "restore": {"fromDatabase": "ha"}}}
+            "spec": {"replicas": 1, "version": "15.3", "storage": "1Gi",
+                     "restore": {"fromDatabase": "ha", "pointInTime": moment}}}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
     wait_ready(cluster, namespace, "restored", timeout=300)
-    assert rows(cluster, namespace, "restored-0") == ROW_FACTS
+    assert sql_at(cluster, namespace, "restored-0", "select count(*) from pitr where kind = 'before'") == "100"
+    assert sql_at(cluster, namespace, "restored-0", "select count(*) from pitr where kind <> 'before'") == "0"
+    assert rows(cluster, namespace, "restored-0") == ROW_FACTS  # the earlier tests' rows, from timeline 1
+    assert "recover: base backup" in cluster.kubectl("logs", "-n", namespace, "restored-0", "-c", "bootstrap").stdout
+
+
+def verified(cluster, namespace: str, token: str) -> str:
+    """Ask for a verification and wait for its result (Succeeded or Failed)."""
+    cluster.kubectl("annotate", "--overwrite", "-n", namespace, "mydb/ha", f"myapp.example.com/verify-backup={token}")
+
+    def result() -> str | None:
+        backup = status(cluster, namespace).get("backup") or {}
+        if backup.get("lastVerificationRequest") != token:
+            return None
+        outcome = (backup.get("lastVerification") or {}).get("result")
+        return outcome if outcome in ("Succeeded", "Failed") else None
+
+    return wait_for(f"verification {token}", result, timeout=180)
+
+
+def test_a_verification_recovers_the_newest_base_backup_in_a_throwaway_pod_and_reports_a_damaged_one(
+        cluster, ha):
+    """verify-backup: the newest base backup and the archive recover in a Job's pod and answer a query
+    (Succeeded); a newer copy of it with one byte of pg_control changed fails (BackupHealthy False,
+    VerificationFailed, one Warning); without it the next verification succeeds again."""
+    namespace, _ = ha
+    assert verified(cluster, namespace, "v1") == "Succeeded"
+    job = status(cluster, namespace)["backup"]["lastVerificationJob"]
+    assert "verify: ok: base backup" in cluster.kubectl("logs", "-n", namespace, f"job/{job}").stdout
+    damage = ("cd /backups/base && newest=$(ls | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort | tail -n 1)"
+              " && cp -R $newest 29991231T235959Z"
+              " && printf X | dd of=29991231T235959Z/data/global/pg_control bs=1 seek=100 conv=notrunc")
+    cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "-c", "wal-archive", "--", "sh", "-c", damage)
+    try:
+        assert verified(cluster, namespace, "v2") == "Failed"
+        wait_for("BackupHealthy False", lambda: condition(cluster, namespace, "BackupHealthy").get(
+            "reason") == "VerificationFailed", timeout=30)
+        assert len(events(cluster, namespace, "VerificationFailed")) == 1
+    finally:
+        cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "-c", "wal-archive", "--",
+                        "rm", "-rf", "/backups/base/29991231T235959Z")
+    assert verified(cluster, namespace, "v3") == "Succeeded"
+    wait_for("BackupHealthy True", lambda: condition(cluster, namespace, "BackupHealthy").get("status") == "True",
+             timeout=30)
+
+
+def test_a_stalled_archive_turns_backup_healthy_false_with_one_warning_and_the_primary_keeps_serving(
+        cluster, ha):
+    """The archive's processes are stopped (SIGSTOP from the host): within a minute BackupHealthy is False
+    (ArchiveStalled) with one Warning, writes go on; resumed, the archive reconnects and it is True again."""
+    namespace, _ = ha
+    primary = status(cluster, namespace)["primary"]
+    pids = container_pids(cluster, namespace, "ha-wal-0", "wal-archive")
+    stopped = time.time()
+    for pid in pids:
+        hang(pid)
+    try:
+        wait_for("BackupHealthy False", lambda: condition(cluster, namespace, "BackupHealthy").get(
+            "reason") == "ArchiveStalled", timeout=120)
+        print(f"\narchive stalled: BackupHealthy False {time.time() - stopped:.0f}s after the stop")
+        assert sql_at(cluster, namespace, primary, "create table if not exists during_stall (id int);"
+                      " insert into during_stall values (1)") is not None
+        assert len(events(cluster, namespace, "ArchiveStalled")) == 1
+    finally:
+        for pid in pids:
+            resume(pid)
+    wait_for("BackupHealthy True", lambda: condition(cluster, namespace, "BackupHealthy").get("status") == "True",
+             timeout=180)
+    wait_for("the archive caught up", lambda: archived(cluster, namespace, primary), timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,16 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
                                  "psql", uri, "-Atc", "select pg_is_in_recovery()", check=False)
         assert result.returncode == 0 and result.stdout.strip() == in_recovery, (key, result.stderr)
 
+    # The seed's backups are continuous: the archive streams, and the first base backup was taken once Ready.
+    assert pods["production-db-wal-0"]["spec"]["nodeName"] == NODE_NAME
+    wait_for("the archive streaming", lambda: ((get_json(cluster, "-n", namespace, "mydb", "production-db")
+                                                ["status"].get("backup") or {}).get("archive") or {}).get("streaming"),
+             timeout=60)
+    backup = wait_for("the first base backup", lambda: (get_json(cluster, "-n", namespace, "mydb", "production-db")
+                                                       ["status"].get("backup") or {}).get("lastSuccessfulJob"),
+                      timeout=120)
+    assert backup == get_json(cluster, "-n", namespace, "mydb", "production-db")["status"]["backup"]["firstBackupJob"]
+
 
 def test_database_elsewhere_stays_on_kwok(cluster, operator, namespace):
     """Without the platform config (the shared test operator), a database keeps running on the kwok nodes."""
@@ -101,9 +111,11 @@ ROW_FACTS = row_facts(100)  # the first write_rows
 
 
 def create_db(cluster, namespace: str, name: str, **spec) -> None:
-    """A MyDatabase like SEED (its backup schedule included), small, at 15.2, with SPEC's fields on top."""
+    """A MyDatabase like SEED (its backup schedule included, dumps only: the archive's pod and first base backup
+    are the seed's and the failover tests' to prove), small, at 15.2, with SPEC's fields on top."""
+    dumps_only = {**SEED["spec"]["backup"], "continuous": False}
     body = {**SEED, "metadata": {"name": name},
-            "spec": {**SEED["spec"], "version": "15.2", "storage": "1Gi", **spec}}
+            "spec": {**SEED["spec"], "backup": dumps_only, "version": "15.2", "storage": "1Gi", **spec}}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
 
 
@@ -128,8 +140,9 @@ def ready_with_rows(cluster, namespace: str, name: str) -> None:
 
 
 def streaming_replicas(cluster, namespace: str, primary: str) -> int:
-    return int(sql(cluster, namespace, primary,
-                   "select count(*) from pg_stat_replication where state = 'streaming'"))
+    """The replicas streaming from PRIMARY (the continuous archive streams too, and is none of them)."""
+    return int(sql(cluster, namespace, primary, "select count(*) from pg_stat_replication"
+                   " where state = 'streaming' and application_name <> 'mydb-archive'"))
 
 
 def wait_streaming(cluster, namespace: str, primary: str, replicas: int, timeout: float = 120) -> None:

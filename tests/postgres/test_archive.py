@@ -157,3 +157,24 @@ def test_retention_keeps_the_newest_base_backup_and_exactly_the_wal_it_needs(req
     copy_pod = restoring(request, machine, "after-prune", source)
     copy_pod.start(timeout=120)
     assert copy_pod.sql(ROWS) == "filler,new,old:13"
+
+
+def test_a_verification_recovers_the_newest_base_backup_and_fails_on_a_damaged_one(machine, source):
+    """verify.sh (the verify-backup Job's command): the base backup matches its manifest, recovers with the
+    archive and answers; with a byte of one of its files changed, it fails and says which backup."""
+    source.pod.sql("INSERT INTO t (kind) VALUES ('verified')")
+    source.archived()
+    scratch = source.machine.mkdir(source.machine.root / "verify")
+    result = source.job.script("verify.sh", VERIFY_DIR=str(scratch))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verify: ok: base backup" in result.stdout and "tables)" in result.stdout, result.stdout
+    assert list(scratch.iterdir()) == []   # the copy is gone
+
+    [backup] = source.base_backups()
+    control = source.backups / "base" / backup / "data" / "global" / "pg_control"
+    damaged = bytearray(control.read_bytes())
+    damaged[100] ^= 0xFF
+    control.write_bytes(bytes(damaged))
+    result = source.job.script("verify.sh", VERIFY_DIR=str(scratch))
+    assert result.returncode == 1
+    assert f"verify: failed: base backup {backup} does not match its manifest" in result.stderr, result.stderr

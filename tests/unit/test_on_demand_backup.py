@@ -13,7 +13,7 @@ from mydb_operator import names
 from mydb_operator.cluster import writes
 from mydb_operator.cluster.slimming import slim
 from mydb_operator.model.observation import Observation
-from mydb_operator.reconcile.on_demand_backup import backup_on_demand
+from mydb_operator.reconcile.on_demand_backup import backup_on_demand, verify_on_demand
 
 CRONJOB = {
     "metadata": {"name": "db-backup", "namespace": "ns", "uid": "u-1"},
@@ -107,3 +107,53 @@ def test_an_unreachable_api_leaves_the_request_open_without_a_warning(api: FakeA
     monkeypatch.setattr(writes, "create_job_once", unreachable)
     previous = {"backup": {"lastOnDemandRequest": "t0", "lastOnDemandJob": "db-backup-t0"}}
     assert backup(asked("t1"), previous) == (previous["backup"], [])
+
+
+def first(previous: dict[str, Any], continuous: bool = True) -> Any:
+    return run(backup_on_demand("ns", "db", {}, previous, WITH_BACKUP, continuous))
+
+
+def test_a_new_database_with_the_archive_gets_its_first_base_backup_once_it_is_ready(api: FakeApi) -> None:
+    """Recovery needs a base backup: the first is not left to the schedule, and is started once."""
+    assert first({"ready": False}) == ({}, [])
+    assert api.jobs == {}
+    fields, events = first({"ready": True})
+    job_name = names.on_demand_backup_job("db", "first")
+    assert list(api.jobs) == [("ns", job_name)]
+    assert fields == {"firstBackupJob": job_name}
+    assert events == [("Normal", "BackupRequested",
+                       f"the continuous archive's first base backup: started Job {job_name}")]
+    again = {"ready": True, "backup": fields}
+    assert first(again) == (fields, [])
+    assert len(api.jobs) == 1
+
+
+def test_no_first_base_backup_without_the_archive_or_after_a_backup_succeeded(api: FakeApi) -> None:
+    assert first({"ready": True}, continuous=False) == ({}, [])
+    assert first({"ready": True, "backup": {"lastSuccessfulTime": "2026-01-01T02:00:00Z"}}) == ({}, [])
+    assert api.jobs == {}
+
+
+def verify(annotations: dict[str, str], previous: dict[str, Any], observed: Observation = WITH_BACKUP) -> Any:
+    return run(verify_on_demand("ns", "db", annotations, previous, observed, "5Gi"))
+
+
+def test_a_verification_request_starts_one_job_running_verify_sh_with_a_scratch_volume(api: FakeApi) -> None:
+    fields, events = verify({names.VERIFY_BACKUP_ANNOTATION: "v1"}, {})
+    job_name = names.verification_job("db", "v1")
+    assert fields == {"lastVerificationRequest": "v1", "lastVerificationJob": job_name}
+    assert events == [("Normal", "VerificationRequested", f"verify-backup=v1: started Job {job_name}")]
+    job = api.jobs[("ns", job_name)]
+    assert job["metadata"]["labels"][names.ON_DEMAND_BACKUP_LABEL] == "verify"
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"] == ["/bin/sh", "/scripts/verify.sh"]
+    assert {"name": "verify", "emptyDir": {"sizeLimit": "5Gi"}} in pod["volumes"]
+    assert verify({names.VERIFY_BACKUP_ANNOTATION: "v1"}, {"backup": fields}) == (fields, [])
+    assert len(api.jobs) == 1
+
+
+def test_a_verification_request_without_spec_backup_is_answered_with_a_warning(api: FakeApi) -> None:
+    fields, events = verify({names.VERIFY_BACKUP_ANNOTATION: "v2"}, {}, Observation())
+    assert fields == {"lastVerificationRequest": "v2"}
+    assert [reason for _, reason, _ in events] == ["BackupNotConfigured"]

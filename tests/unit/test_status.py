@@ -128,6 +128,35 @@ def test_backup_facts_from_cronjob_and_failed_jobs():
         "lastScheduleTime": T0, "lastSuccessfulTime": T0, "lastFailedTime": T1, "lastFailedJob": "db-backup-1"}
 
 
+def test_a_stalled_archive_turns_backup_healthy_false_30_s_after_the_primary_last_saw_it():
+    """status.backup.archive comes from the primary's answer; without the archive's walsender for 30 s,
+    BackupHealthy is False (ArchiveStalled), though the last backup Job succeeded."""
+    from mydb_operator.model.instances import InstanceFacts, Standby
+    from mydb_operator.status.primary import PrimaryView
+
+    def seen(*standbys):
+        facts = InstanceFacts(pod="db-0", in_recovery=False, timeline=1, wal_lsn=0x3000000, standbys=standbys)
+        return PrimaryView(probes={"db-0": facts})
+
+    observation = Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)], routes=ROUTES,
+                              cronjob={"status": {"lastSuccessfulTime": T0}})
+    streaming = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
+                             applied=APPLIED, problem=None, previous={}, now=T0,
+                             primary=seen(Standby("mydb-archive", "streaming", "async", 0x3000000, None, 1.0)))
+    assert streaming["backup"]["archive"] == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0}
+    assert cond(streaming, "BackupHealthy")["reason"] == "BackupSucceeded"
+    gone = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
+                        applied=APPLIED, problem=None, previous=streaming, now=T0, primary=seen())
+    assert gone["backup"]["archive"]["stalledSince"] == T0
+    assert cond(gone, "BackupHealthy")["status"] == "True"
+    later = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
+                         applied=APPLIED, problem=None, previous=gone, now=T1, primary=seen())
+    assert (cond(later, "BackupHealthy")["status"], cond(later, "BackupHealthy")["reason"]) == ("False", "ArchiveStalled")
+    dumps_only = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi",
+                             "backup": {"schedule": "0 2 * * *", "continuous": False}})
+    assert "archive" not in status_of(observation, spec=dumps_only)["backup"]
+
+
 def test_drift_detects_missing_and_edited_children():
     values = build_values("db", SPEC)
     services = ["db", "db-ro", "db-headless"]

@@ -45,10 +45,11 @@ connection="$connection keepalives_idle=10 keepalives_interval=5 keepalives_coun
 while :; do
   if pg_receivewal -d "$connection" --slot="$slot" --create-slot --if-not-exists --no-password; then
     # --synchronous flushes each write; --no-loop hands a lost connection back here, to make the slot
-    # on the server that is primary now before streaming from it again.
+    # on the server that is primary now before streaming from it again; a reply every 5 s when idle
+    # tells the operator the archive is alive (policy/archive.py).
     touch "$STREAMING_FILE"
     pg_receivewal -d "$connection" -D "$ARCHIVE_DIR" --slot="$slot" --synchronous --no-loop \
-      --no-password || echo "wal-archive: streaming from $PGHOST stopped; reconnecting" >&2
+      --status-interval=5 --no-password || echo "wal-archive: streaming from $PGHOST stopped; reconnecting" >&2
     rm -f "$STREAMING_FILE"
   else
     echo "wal-archive: cannot reach a primary at $PGHOST:${PGPORT:-5432} to make slot $slot; retrying" >&2

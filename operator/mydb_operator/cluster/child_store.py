@@ -101,8 +101,8 @@ class ChildStore:
 
     def apply(self, kind: str, event_type: str, obj: Object) -> None:
         key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-        if kind == "statefulsets":
-            self._reached((key[0], instance_of(obj) or ""), version_of(obj))
+        if kind == "statefulsets" and key[1] == instance_of(obj):  # the database's, not its archive's
+            self._reached((key[0], key[1]), version_of(obj))
         if event_type == "DELETED":
             self._drop(kind, key)
         elif self._version(kind, key) != obj["metadata"].get("resourceVersion"):

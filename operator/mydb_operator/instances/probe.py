@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from .. import names
 from ..model.instances import InstanceFacts, Probe, Standby, Unreachable
 from .connection import FAILURES, Login, Server, failure_text, session
 
@@ -25,20 +26,23 @@ select pg_is_in_recovery() as in_recovery,
   (select coalesce(json_agg(json_build_object(
       'name', application_name, 'state', state, 'sync_state', sync_state,
       'flush', pg_wal_lsn_diff(flush_lsn, '0/0')::bigint,
-      'replay', pg_wal_lsn_diff(replay_lsn, '0/0')::bigint) order by application_name), '[]')
-   from pg_stat_replication) as standbys
+      'replay', pg_wal_lsn_diff(replay_lsn, '0/0')::bigint,
+      'reply_age', extract(epoch from now() - reply_time)) order by application_name), '[]')
+   from pg_stat_replication) as standbys,
+  (select wal_status from pg_replication_slots where slot_name = $1) as archive_slot
 """
 
 
 async def probe(server: Server, login: Login) -> Probe:
     try:
         async with session(server, login) as connection:
-            row = await connection.fetchrow(FACTS)
+            row = await connection.fetchrow(FACTS, names.ARCHIVE_SLOT)
     except FAILURES as error:
         return Unreachable(server.pod, failure_text(error))
     assert row is not None
     standbys = tuple(
-        Standby(s["name"], s["state"], s["sync_state"], s["flush"], s["replay"]) for s in json.loads(row["standbys"])
+        Standby(s["name"], s["state"], s["sync_state"], s["flush"], s["replay"], s["reply_age"])
+        for s in json.loads(row["standbys"])
     )
     return InstanceFacts(
         pod=server.pod,
@@ -49,6 +53,7 @@ async def probe(server: Server, login: Login) -> Probe:
         receiver=row["receiver"],
         conninfo=row["conninfo"] or "",
         standbys=standbys,
+        archive_slot=row["archive_slot"],
     )
 
 

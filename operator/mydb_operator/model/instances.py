@@ -19,6 +19,7 @@ class Standby:
     sync_state: str  # async, quorum, sync, potential
     flush_lsn: int | None
     replay_lsn: int | None
+    reply_age: float | None = None  # seconds since its last reply, by the primary's clock
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class InstanceFacts:
     receiver: str | None = None  # a standby's WAL receiver status (streaming, ...); None when none runs
     conninfo: str = ""  # a standby's primary_conninfo
     standbys: tuple[Standby, ...] = ()  # a primary's
+    archive_slot: str | None = None  # the archive's slot here: its wal_status (reserved, ..., lost); None: no slot
 
     @property
     def upstream(self) -> str | None:

@@ -7,6 +7,8 @@ from typing import Any
 
 from .. import names
 
+VERIFY = "verify"  # the on-demand label's value on a verification Job
+
 
 def requested(annotations: Mapping[str, str], status: Mapping[str, Any]) -> str | None:
     """The on-demand backup request not yet turned into a Job, if any."""
@@ -14,6 +16,44 @@ def requested(annotations: Mapping[str, str], status: Mapping[str, Any]) -> str 
     if not token or token == ((status or {}).get("backup") or {}).get("lastOnDemandRequest"):
         return None
     return token
+
+
+def verification_requested(annotations: Mapping[str, str], status: Mapping[str, Any]) -> str | None:
+    """The verify-backup request not yet turned into a Job, if any."""
+    token = (annotations or {}).get(names.VERIFY_BACKUP_ANNOTATION)
+    if not token or token == ((status or {}).get("backup") or {}).get("lastVerificationRequest"):
+        return None
+    return token
+
+
+def is_verification(job: Mapping[str, Any]) -> bool:
+    return ((job.get("metadata") or {}).get("labels") or {}).get(names.ON_DEMAND_BACKUP_LABEL) == VERIFY
+
+
+def verification(jobs: list[dict[str, Any]], job_name: str | None, known: Mapping[str, Any]) -> dict[str, Any]:
+    """status.backup.lastVerification: how the Job JOB_NAME went; as last known once the Job is gone."""
+    job = next((j for j in jobs if j["metadata"]["name"] == job_name), None)
+    if job_name is None or (job is None and known.get("job") == job_name):
+        return dict(known)
+    if job is None:
+        return {"job": job_name, "result": "Running"}  # just made: the cache has not seen it yet
+    for kind, result in (("Complete", "Succeeded"), ("Failed", "Failed")):
+        when = _finished(job, kind)
+        if when:
+            return {"job": job_name, "result": result, "finishedAt": when}
+    return {"job": job_name, "result": "Running"}
+
+
+def first_backup_due(continuous: bool, previous: Mapping[str, Any]) -> bool:
+    """A new database with the continuous archive has nothing to recover from until a base backup exists:
+    the first is taken as soon as it is Ready, once, instead of at its first schedule (up to a day later)."""
+    backup = (previous or {}).get("backup") or {}
+    return (
+        continuous
+        and previous.get("ready") is True
+        and not backup.get("lastSuccessfulTime")
+        and not backup.get("firstBackupJob")
+    )
 
 
 def _finished(job: dict[str, Any], kind: str) -> str | None:
@@ -27,6 +67,7 @@ def _finished(job: dict[str, Any], kind: str) -> str | None:
 def facts(cronjob: dict[str, Any] | None, jobs: list[dict[str, Any]]) -> dict[str, Any]:
     """Last schedule, last success and last failure, from the CronJob and its Jobs (scheduled or on demand)."""
     cron_status = (cronjob or {}).get("status") or {}
+    jobs = [j for j in jobs if not is_verification(j)]
     result: dict[str, Any] = {}
     if cron_status.get("lastScheduleTime"):
         result["lastScheduleTime"] = cron_status["lastScheduleTime"]
@@ -49,6 +90,14 @@ def health(facts: dict[str, Any]) -> tuple[bool, str, str]:
     failed, succeeded = facts.get("lastFailedTime"), facts.get("lastSuccessfulTime")
     if failed and (not succeeded or failed > succeeded):
         return False, "BackupFailed", f"the last backup failed: Job {facts['lastFailedJob']} at {failed}"
+    verified = facts.get("lastVerification") or {}
+    if verified.get("result") == "Failed":
+        return (
+            False,
+            "VerificationFailed",
+            f"the last verification failed: Job {verified['job']} at {verified.get('finishedAt')} (its log says "
+            "why); the newest base backup and the archive may not recover",
+        )
     if succeeded:
         return True, "BackupSucceeded", f"the last backup succeeded at {succeeded}"
     return True, "NoBackupYet", "no backup has run yet"

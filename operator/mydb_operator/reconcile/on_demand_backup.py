@@ -1,4 +1,5 @@
-"""An on-demand backup: a new backup-now annotation value becomes one Job, once."""
+"""Backups on demand: a new backup-now (or verify-backup) annotation value becomes one Job, once; and a new
+database's first base backup."""
 
 from __future__ import annotations
 
@@ -8,21 +9,32 @@ from typing import Any
 from .. import names
 from ..cluster import reads, writes
 from ..cluster.failures import API_FAILURES, failure_detail, refused
-from ..desired.backup_job import on_demand_job
+from ..desired.backup_job import on_demand_job, verification_job
 from ..model.observation import Observation
-from ..policy.backups import requested
+from ..policy.backups import first_backup_due, requested, verification_requested
 from ..status.warnings import Event
 
 log = logging.getLogger(__name__)
+FIRST_JOB = "firstBackupJob"  # status.backup: the Job of a new database's first base backup
 
 
 async def backup_on_demand(
-    namespace: str, name: str, annotations: dict[str, str], previous: dict[str, Any], observed: Observation
+    namespace: str,
+    name: str,
+    annotations: dict[str, str],
+    previous: dict[str, Any],
+    observed: Observation,
+    continuous: bool = False,
 ) -> tuple[dict[str, str], list[Event]]:
-    """Turn a new myapp.example.com/backup-now annotation into a Job, once per value."""
-    earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand")}
+    """Turn a new myapp.example.com/backup-now annotation into a Job, once per value; with the continuous
+    archive, start the first base backup once the database is Ready."""
+    earlier = {
+        k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand") or k == FIRST_JOB
+    }
     token = requested(annotations, previous)
     if token is None:
+        if observed.cronjob is not None and first_backup_due(continuous, previous):
+            return await first_backup(namespace, name, earlier)
         return earlier, []
     if observed.cronjob is None:
         return {"lastOnDemandRequest": token}, [
@@ -47,4 +59,62 @@ async def backup_on_demand(
     return (
         {"lastOnDemandRequest": token, "lastOnDemandJob": job["metadata"]["name"]},
         [("Normal", "BackupRequested", f"backup-now={token}: started Job {job['metadata']['name']}")],
+    )
+
+
+async def first_backup(namespace: str, name: str, earlier: dict[str, str]) -> tuple[dict[str, str], list[Event]]:
+    """The first base backup of a new database's archive, as one Job from the CronJob (kept once made)."""
+    try:
+        cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+        if cronjob is None:
+            return earlier, []
+        job = on_demand_job(cronjob, name, "first")
+        await writes.create_job_once(job)
+    except API_FAILURES as error:  # tried again on the next pass; never a reason to fail this one
+        log.warning("%s/%s: the first base backup waits: %s", namespace, name, failure_detail(error))
+        return earlier, []
+    made = job["metadata"]["name"]
+    log.info("%s/%s: the first base backup started as Job %s", namespace, name, made)
+    return (
+        {**earlier, FIRST_JOB: made},
+        [("Normal", "BackupRequested", f"the continuous archive's first base backup: started Job {made}")],
+    )
+
+
+async def verify_on_demand(
+    namespace: str,
+    name: str,
+    annotations: dict[str, str],
+    previous: dict[str, Any],
+    observed: Observation,
+    scratch: str,
+) -> tuple[dict[str, str], list[Event]]:
+    """Turn a new myapp.example.com/verify-backup value into one verification Job (scripts/verify.sh)."""
+    earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastVerification")}
+    earlier.pop("lastVerification", None)  # status/build.py reads it from the Job
+    token = verification_requested(annotations, previous)
+    if token is None:
+        return earlier, []
+    if observed.cronjob is None:
+        return {"lastVerificationRequest": token}, [
+            ("Warning", "BackupNotConfigured", f"verify-backup={token} ignored: spec.backup is not set")
+        ]
+    try:
+        cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+        if cronjob is None:
+            return earlier, []
+        job = verification_job(cronjob, name, token, scratch)
+        await writes.create_job_once(job)
+    except API_FAILURES as error:
+        if refused(error):
+            return {"lastVerificationRequest": token}, [
+                ("Warning", "BackupRequestFailed", f"verify-backup={token}: {failure_detail(error)}")
+            ]
+        log.warning("%s/%s: verify-backup=%s waits: %s", namespace, name, token, failure_detail(error))
+        return earlier, []
+    made = job["metadata"]["name"]
+    log.info("%s/%s: verification %s started as Job %s", namespace, name, token, made)
+    return (
+        {"lastVerificationRequest": token, "lastVerificationJob": made},
+        [("Normal", "VerificationRequested", f"verify-backup={token}: started Job {made}")],
     )

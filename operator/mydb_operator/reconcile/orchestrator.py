@@ -14,7 +14,7 @@ from ..status.warnings import warnings_for
 from .clock import now
 from .converging import converge
 from .observing import from_cache, observe_fresh
-from .on_demand_backup import backup_on_demand
+from .on_demand_backup import backup_on_demand, verify_on_demand
 from .outcomes import Outcome, Target
 from .runtime import Runtime
 from .topology import keep_primary
@@ -45,8 +45,14 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     outcome.events = topology.events + outcome.events
     outcome.recheck = topology.recheck
     outcome.retry_soon = topology.failed
-    on_demand, backup_events = await backup_on_demand(namespace, name, annotations, previous, outcome.observed)
-    outcome.events += backup_events
+    continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
+    on_demand, backup_events = await backup_on_demand(
+        namespace, name, annotations, previous, outcome.observed, continuous
+    )
+    scratch = spec.storage if spec is not None else "1Gi"
+    verifying, verify_events = await verify_on_demand(namespace, name, annotations, previous, outcome.observed, scratch)
+    on_demand.update(verifying)
+    outcome.events += backup_events + verify_events
     outcome.status = build_status(
         release=name,
         namespace=namespace,

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import names
+from ..model.instances import InstanceFacts
 from ..model.observation import Observation
 from ..model.pods import is_ready, pod_failure, pod_ordinal
 from ..model.record import recorded_primary
 from ..model.spec import DatabaseSpec
 from ..model.statefulset import pending_restart, running_version
+from ..model.timestamps import parse_time
 from ..policy import backups
+from ..policy.archive import archive_health, archive_status
 from .conditions import condition, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
 from .primary import PrimaryView, failover_condition_facts, primary_status, routing_gap
@@ -111,14 +115,37 @@ def build_status(
     if applied:
         status["release"] = applied
     backup = {**backups.facts(observation.cronjob, observation.jobs), **(on_demand or {})}
+    known = (previous.get("backup") or {}).get("lastVerification") or {}
+    verified = backups.verification(observation.jobs, backup.get("lastVerificationJob"), known)
+    if verified:
+        backup["lastVerification"] = verified
+    archive = archive_entry(release, spec, view, previous, now)
+    if archive:
+        backup["archive"] = archive
     if backup:
         status["backup"] = backup
     if spec is not None and spec.backup:
         healthy, backup_reason, backup_message = backups.health(backup)
+        if archive and healthy:  # a failed backup Job is told first; a stalled archive next
+            stalled = archive_health(release, archive, parse_time(now) or datetime.now(UTC))
+            healthy, backup_reason, backup_message = stalled or (healthy, backup_reason, backup_message)
         conditions.append(
             condition(old_conditions, "BackupHealthy", healthy, backup_reason, backup_message, now, generation)
         )
     return status
+
+
+def archive_entry(
+    release: str, spec: DatabaseSpec | None, view: PrimaryView, previous: dict[str, Any], now: str
+) -> dict[str, Any]:
+    """status.backup.archive: from the primary's answer when it gave one, else as last known."""
+    if spec is None or spec.backup is None or not spec.backup.continuous or spec.hibernate:
+        return {}
+    known: dict[str, Any] = (previous.get("backup") or {}).get("archive") or {}
+    primary = view.probes.get(recorded_primary(release, view.record))
+    if isinstance(primary, InstanceFacts) and not primary.in_recovery:
+        return archive_status(primary, known, parse_time(now) or datetime.now(UTC))
+    return known
 
 
 def finish_operation(operation: dict[str, Any], settled: bool, problem: Problem | None, now: str) -> dict[str, Any]:

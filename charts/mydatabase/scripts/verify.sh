@@ -1,0 +1,53 @@
+#!/bin/sh
+# Proves the newest base backup and the archive after it can be recovered:
+# pg_verifybackup checks every file of the base backup against its manifest,
+# then recover.sh recovers it with the archived WAL to the archive's end into
+# a scratch directory, and a query must answer there. Nothing of the database
+# or of the backup volume changes; the scratch copy is deleted.
+#
+#   BACKUP_DIR       the backup volume (base/, wal/), read only
+#   VERIFY_DIR       an empty scratch directory with room for a copy
+#   PGPORT, CREDENTIALS_DIR, SCRIPTS_DIR  as recover.sh needs them
+#
+# The last line says what was proved, or why not; the exit code is 0 only
+# when the recovered copy answered.
+set -eu
+
+: "${BACKUP_DIR:?BACKUP_DIR is required}"
+: "${VERIFY_DIR:?VERIFY_DIR is required}"
+SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
+. "$SCRIPTS_DIR/credentials.sh"
+base="$BACKUP_DIR/base"
+newest="$(ls "$base" 2>/dev/null | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort | tail -n 1 || true)"
+if [ -z "$newest" ]; then
+  echo "verify: failed: no base backup in $base" >&2
+  exit 1
+fi
+copy="$VERIFY_DIR/pgdata"
+trap 'rm -rf "$copy"' EXIT
+
+pg_verifybackup --quiet "$base/$newest/data" || {
+  echo "verify: failed: base backup $newest does not match its manifest" >&2
+  exit 1
+}
+RECOVER_INTO="$copy" RESTORE_DIR="$BACKUP_DIR" SCRIPTS_DIR="$SCRIPTS_DIR" sh "$SCRIPTS_DIR/recover.sh" || {
+  echo "verify: failed: base backup $newest and the archive after it did not recover" >&2
+  exit 1
+}
+
+# The recovered copy must start and answer, as a restore would serve it.
+work="$(mktemp -d)"
+printf 'local all all trust\n' > "$work/pg_hba.conf"
+trap 'pg_ctl -D "$copy" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$copy" "$work"' EXIT
+pg_ctl -D "$copy" -w -l "$work/server.log" -o "-c listen_addresses='' -c unix_socket_directories='$work' \
+  -p ${PGPORT:-5432} -c hba_file='$work/pg_hba.conf' -c synchronous_standby_names=''" start >/dev/null || {
+  cat "$work/server.log" >&2
+  echo "verify: failed: the recovered copy of $newest does not start" >&2
+  exit 1
+}
+tables="$(psql -h "$work" -p "${PGPORT:-5432}" -U "$(credential username)" -d postgres -XAtq \
+  -c "select count(*) from pg_class where relkind = 'r'")" || {
+  echo "verify: failed: the recovered copy of $newest does not answer" >&2
+  exit 1
+}
+echo "verify: ok: base backup $newest and the archive after it recover to a server that answers ($tables tables)"

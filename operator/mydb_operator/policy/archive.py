@@ -1,0 +1,66 @@
+"""The continuous archive as the primary sees it: streaming or not, how far behind, and when that is an alarm. Pure.
+
+The archive is a walsender on the primary (application_name mydb-archive) and a
+replication slot there. Its status holds only what changes with the database
+(the WAL it confirmed, its lag in bytes) and the moment it stopped streaming,
+never a clock reading per pass: an idle database writes no status."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .. import names
+from ..model.instances import InstanceFacts, lsn_text
+from ..model.timestamps import parse_time, rfc3339
+
+# The archive replies every 5 s when there is nothing to write (wal-archive.sh): four missed replies are silence.
+SILENT_SECONDS = 20.0
+# How long the archive may be away (a restart, a failover's new primary) before BackupHealthy says so.
+STALL_SECONDS = 30
+
+
+def archive_status(primary: InstanceFacts, previous: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """status.backup.archive from the primary's answer and the last status's archive entry."""
+    walsender = next((s for s in primary.standbys if s.name == names.ARCHIVE_APPLICATION_NAME), None)
+    streaming = (
+        walsender is not None
+        and walsender.state == "streaming"
+        and walsender.reply_age is not None
+        and walsender.reply_age <= SILENT_SECONDS
+    )
+    status: dict[str, Any] = {"streaming": streaming}
+    if walsender is not None and walsender.flush_lsn is not None:
+        status["archivedWAL"] = lsn_text(walsender.flush_lsn)
+        status["lagBytes"] = max(0, primary.wal_lsn - walsender.flush_lsn)
+    else:
+        status.update({k: previous[k] for k in ("archivedWAL",) if k in previous})
+    if primary.archive_slot:
+        status["slot"] = primary.archive_slot
+    if not streaming:
+        status["stalledSince"] = previous.get("stalledSince") or rfc3339(now)
+    return status
+
+
+def archive_health(release: str, archive: Mapping[str, Any], now: datetime) -> tuple[bool, str, str] | None:
+    """(healthy, reason, message) for BackupHealthy when the archive decides it; None when it does not.
+
+    The message stays the same while the fault lasts: a Warning Event goes out when it changes."""
+    if archive.get("slot") == "lost":
+        return (
+            False,
+            "ArchiveBroken",
+            "the primary removed WAL the archive had not received (backup.maxRetainedWal was reached): "
+            "the archive has a gap, and recovery to a later moment needs a new base backup",
+        )
+    since = parse_time(archive.get("stalledSince"))
+    if since is not None and (now - since).total_seconds() >= STALL_SECONDS:
+        return (
+            False,
+            "ArchiveStalled",
+            f"the WAL archive has confirmed nothing since {archive['stalledSince']} (pod "
+            f"{names.archive_statefulset(release)}-0 is not streaming); the primary keeps up to "
+            "backup.maxRetainedWal of WAL for it",
+        )
+    return None

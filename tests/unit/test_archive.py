@@ -1,0 +1,74 @@
+"""policy/archive.py: the continuous archive's status from the primary's answer, and when it is an alarm."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from mydb_operator.model.instances import InstanceFacts, Standby
+from mydb_operator.policy.archive import STALL_SECONDS, archive_health, archive_status
+
+NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+
+
+def primary(*standbys: Standby, slot: str | None = "reserved", lsn: int = 0x3000100) -> InstanceFacts:
+    return InstanceFacts(pod="db-0", in_recovery=False, timeline=1, wal_lsn=lsn, standbys=standbys, archive_slot=slot)
+
+
+def archive(flush: int = 0x3000000, age: float = 2.0, state: str = "streaming") -> Standby:
+    return Standby("mydb-archive", state, "async", flush, None, age)
+
+
+def test_a_streaming_archive_reports_its_position_and_its_lag_and_nothing_that_ticks():
+    status = archive_status(primary(archive(), Standby("db-1", "streaming", "async", 0x3000100, 0x3000100, 1.0)),
+                            {}, NOW)
+    assert status == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0x100, "slot": "reserved"}
+    assert archive_status(primary(archive()), {}, NOW + timedelta(minutes=5)) == status  # an idle database
+
+
+def test_an_archive_that_stopped_replying_or_is_gone_is_not_streaming_from_the_first_pass_it_was_seen_so():
+    silent = archive_status(primary(archive(age=45.0)), {}, NOW)
+    assert silent["streaming"] is False and silent["stalledSince"] == "2026-12-03T12:00:00Z"
+    gone = archive_status(primary(), {"archivedWAL": "0/2000000", "stalledSince": "2026-12-03T11:59:00Z"}, NOW)
+    assert gone == {"streaming": False, "archivedWAL": "0/2000000", "slot": "reserved",
+                    "stalledSince": "2026-12-03T11:59:00Z"}
+
+
+def test_a_stall_is_an_alarm_after_stall_seconds_with_a_message_that_stays_the_same():
+    since = {"streaming": False, "stalledSince": "2026-12-03T12:00:00Z"}
+    assert archive_health("db", since, NOW + timedelta(seconds=STALL_SECONDS - 1)) is None
+    healthy, reason, message = archive_health("db", since, NOW + timedelta(seconds=STALL_SECONDS))
+    assert (healthy, reason) == (False, "ArchiveStalled")
+    assert "since 2026-12-03T12:00:00Z" in message and "db-wal-0" in message
+    assert archive_health("db", since, NOW + timedelta(hours=1)) == (healthy, reason, message)
+    assert archive_health("db", {"streaming": True, "slot": "reserved"}, NOW) is None
+
+
+def test_a_lost_slot_says_the_archive_has_a_gap():
+    healthy, reason, message = archive_health("db", {"streaming": True, "slot": "lost"}, NOW)
+    assert (healthy, reason) == (False, "ArchiveBroken") and "new base backup" in message
+
+
+def job(name: str, kind: str | None, label: str = "verify") -> dict:
+    conditions = [{"type": kind, "status": "True", "lastTransitionTime": "2026-12-03T12:00:00Z"}] if kind else []
+    return {"metadata": {"name": name, "labels": {"myapp.example.com/backup": label}},
+            "status": {"conditions": conditions}}
+
+
+def test_a_verification_is_running_then_succeeded_or_failed_and_kept_once_its_job_is_gone():
+    from mydb_operator.policy.backups import verification
+    assert verification([job("db-verify-1", None)], "db-verify-1", {}) == {"job": "db-verify-1", "result": "Running"}
+    done = verification([job("db-verify-1", "Complete")], "db-verify-1", {})
+    assert done == {"job": "db-verify-1", "result": "Succeeded", "finishedAt": "2026-12-03T12:00:00Z"}
+    assert verification([], "db-verify-1", done) == done
+    assert verification([job("db-verify-2", "Failed")], "db-verify-2", done)["result"] == "Failed"
+    assert verification([], None, {}) == {}
+
+
+def test_a_failed_verification_is_no_failed_backup_but_makes_backups_unhealthy():
+    from mydb_operator.policy.backups import facts, health
+    seen = facts({"status": {"lastSuccessfulTime": "2026-12-03T02:00:00Z"}}, [job("db-verify-2", "Failed")])
+    assert "lastFailedJob" not in seen
+    assert health(seen)[:2] == (True, "BackupSucceeded")
+    failed = {**seen, "lastVerification": {"job": "db-verify-2", "result": "Failed", "finishedAt": "2026-12-03T12:00:00Z"}}
+    healthy, reason, message = health(failed)
+    assert (healthy, reason) == (False, "VerificationFailed") and "db-verify-2" in message
