@@ -220,6 +220,15 @@ def test_the_archive_follows_every_promotion_and_recovers_a_new_database_to_a_mo
     assert rows(cluster, namespace, "restored-0") == ROW_FACTS  # the earlier tests' rows, from timeline 1
     assert "recover: base backup" in cluster.kubectl("logs", "-n", namespace, "restored-0", "-c", "bootstrap").stdout
 
+    # A moment before the first base backup: the first boot refuses, and status says why, with the window.
+    early = {**body, "metadata": {"name": "too-early"}, "spec": {
+        **body["spec"], "restore": {"fromDatabase": "ha", "pointInTime": "2001-01-01T00:00:00Z"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(early))
+    said = wait_for("the refusal in status", lambda: (lambda m: m if "before the first recoverable point" in m else None)(
+        status(cluster, namespace, "too-early").get("message") or ""), timeout=120)
+    assert "the archive recovers from" in said, said
+    cluster.kubectl("delete", "-n", namespace, "mydb/too-early", "--wait=false")
+
 
 def verified(cluster, namespace: str, token: str) -> str:
     """Ask for a verification and wait for its result (Succeeded or Failed)."""

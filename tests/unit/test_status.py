@@ -229,3 +229,22 @@ def test_under_on_delete_the_operator_restarts_and_updated_replicas_say_rolled_o
     rolling = statefulset(current="r1", update="r2")
     assert status_of(Observation(statefulset=rolling, pods=[pod(0), pod(1), pod(2)], routes=ROUTES))["phase"] == (
         "Deploying")
+
+
+def test_a_failing_pod_says_why_in_its_own_words_without_the_log_lines_time():
+    """The last log lines a failed container left (FallbackToLogsOnError) give status the reason: PostgreSQL's
+    FATAL line, or a restore's refusal with the window."""
+    from mydb_operator.model.pods import last_words, pod_failure
+    fatal = ("2026-12-03 11:52:02.393 GMT [19414] LOG:  starting PostgreSQL 15.2\n"
+             "2026-12-03 11:52:02.393 GMT [19414] FATAL:  invalid value for parameter \"shared_buffers\": \"lots\"\n"
+             "2026-12-03 11:52:02.394 GMT [19414] LOG:  database system is shut down\n")
+    assert last_words(fatal) == 'FATAL:  invalid value for parameter "shared_buffers": "lots"'
+    refused = ("recover: pointInTime 2001-01-01T00:00:00Z is before the first recoverable point; the archive "
+               "recovers from 2026-12-03T02:00:05Z to about 2026-12-03T12:00:00Z\n"
+               "primary-init: recovery failed; /var/lib/postgresql/data/pgdata stays empty and the next start tries again\n")
+    assert last_words(refused).startswith("recover: pointInTime 2001-01-01T00:00:00Z is before the first")
+    crashing = {"metadata": {"name": "db-0"}, "status": {"initContainerStatuses": [{
+        "name": "bootstrap", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"reason": "Error", "message": fatal}}}]}}
+    assert pod_failure(crashing) == ('db-0: CrashLoopBackOff in init container bootstrap: '
+                                     'FATAL:  invalid value for parameter "shared_buffers": "lots"')
