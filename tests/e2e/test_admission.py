@@ -348,7 +348,7 @@ def test_unknown_field_refused_by_default_and_pruned_without_validation(cluster,
     assert lax.returncode == 0, lax.stderr
     spec = get_json(cluster, "-n", namespace, "mydb", "loose")["spec"]
     assert "replica" not in spec and "keep" not in spec["backup"]
-    assert spec == {**VALID, "backup": {**DAILY, "retention": "7d", "storage": "10Gi"},
+    assert spec == {**VALID, "backup": {**DAILY, "retention": "7d", "storage": "10Gi", "continuous": True},
                     "deletionPolicy": "Retain", "hibernate": False,
                     "failoverDelay": 3, "maxLagOnFailover": "16Mi"}
 

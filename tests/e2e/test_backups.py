@@ -17,9 +17,12 @@ WITH_BACKUP = {"replicas": 1, "version": "15.2", "storage": "1Gi", "backup": {"s
 
 
 def test_backup_now_annotation_runs_one_job(cluster, operator, namespace):
-    """backup-now=<token> becomes one Job from the CronJob's template; it succeeds and status says so."""
+    """backup-now=<token> becomes one Job from the CronJob's template; it succeeds and status says so. (Before
+    it, the continuous archive's first base backup: one Job of its own once the database is Ready.)"""
     apply_db(cluster, namespace, "bk", WITH_BACKUP)
     wait_ready(cluster, namespace, "bk")
+    first_base = wait_for("the first base backup", lambda: (lambda b: b.get("lastSuccessfulJob") == b.get(
+        "firstBackupJob") and b.get("firstBackupJob"))(status(cluster, namespace, "bk").get("backup", {})))
     cluster.kubectl("annotate", "-n", namespace, "mydb/bk", "myapp.example.com/backup-now=first")
     job_name = wait_for("on-demand Job in status", lambda: status(cluster, namespace, "bk")
                         .get("backup", {}).get("lastOnDemandJob"))
@@ -41,7 +44,7 @@ def test_backup_now_annotation_runs_one_job(cluster, operator, namespace):
                                              and b.get("lastOnDemandJob"))(status(cluster, namespace, "bk")
                                                                              .get("backup", {})))
     jobs = sorted(j["metadata"]["name"] for j in get_json(cluster, "-n", namespace, "jobs")["items"])
-    assert jobs == sorted([job_name, second])
+    assert jobs == sorted([first_base, job_name, second])
 
 
 def test_failed_backup_turns_condition_false_with_one_warning(cluster, operator, namespace):

@@ -110,7 +110,8 @@ def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, op
 
     governed = selected(policy["podSelector"]["matchLabels"])
     backup_pods = [name for name in governed if name.startswith("guarded-manual-")]
-    assert set(governed) == {"guarded-0", "guarded-1", *backup_pods} and backup_pods, sorted(governed)
+    # The archive's pod too: it has no PostgreSQL port either, and reaches the primary as a peer.
+    assert set(governed) == {"guarded-0", "guarded-1", "guarded-wal-0", *backup_pods} and backup_pods, sorted(governed)
     [rule] = policy["ingress"]
     [port] = rule["ports"]
     for name, pod in governed.items():

@@ -46,7 +46,7 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
 
     pods = {p["metadata"]["name"]: p for p in get_json(cluster, "-n", namespace, "pods", "-l",
                                                          "app.kubernetes.io/instance=production-db")["items"]}
-    members = sorted(name for name in pods if name.startswith("production-db-") and name[-1].isdigit())
+    members = sorted(name for name in pods if name.rsplit("-", 1)[0] == "production-db")
     assert members == ["production-db-0", "production-db-1", "production-db-2"]
     assert all(pods[name]["spec"]["nodeName"] == NODE_NAME for name in members)
     assert all(pods[name]["spec"]["containers"][0]["image"].startswith(f"{REGISTRY}/library/postgres:15.2")

@@ -25,9 +25,9 @@ def test_a_streaming_archive_reports_its_position_and_its_lag_and_nothing_that_t
     assert archive_status(primary(archive()), {}, NOW + timedelta(minutes=5)) == status  # an idle database
 
 
-def test_an_archive_that_stopped_replying_or_is_gone_is_not_streaming_from_the_first_pass_it_was_seen_so():
+def test_an_archive_that_stopped_replying_is_stalled_since_its_last_reply_and_one_gone_since_first_seen_so():
     silent = archive_status(primary(archive(age=45.0)), {}, NOW)
-    assert silent["streaming"] is False and silent["stalledSince"] == "2026-12-03T12:00:00Z"
+    assert silent["streaming"] is False and silent["stalledSince"] == "2026-12-03T11:59:15Z"  # its last reply
     gone = archive_status(primary(), {"archivedWAL": "0/2000000", "stalledSince": "2026-12-03T11:59:00Z"}, NOW)
     assert gone == {"streaming": False, "archivedWAL": "0/2000000", "slot": "reserved",
                     "stalledSince": "2026-12-03T11:59:00Z"}

@@ -98,3 +98,17 @@ def test_a_restore_to_a_moment_passes_the_moment_and_otherwise_nothing_new():
     assert plain["restore"] == {"enabled": True, "claimName": "orders-backups", "backup": "latest"}
     moment = parse_spec({**SEED, "restore": {**restore, "pointInTime": "2026-12-03T14:03:00Z"}})
     assert build_values("copy", moment)["restore"]["pointInTime"] == "2026-12-03T14:03:00Z"
+
+
+def test_a_chart_before_the_archive_is_given_no_archive_values_and_a_moment_it_cannot_recover_to_is_refused():
+    from mydb_operator.desired.values import value_keys
+    older = value_keys({"replicas": 1, "backup": {"enabled": False, "schedule": ""}, "restore": {"enabled": False}})
+    assert "backup.schedule" in older and "backup.continuous" not in older
+    dumps_only = parse_spec({**SEED, "backup": {**SEED["backup"], "continuous": False}})
+    assert "continuous" not in database_values("db", dumps_only, Platform(), chart_keys=older)["backup"]
+    moment = parse_spec({**SEED, "restore": {"fromDatabase": "orders", "pointInTime": "2026-12-03T14:03:00Z"}})
+    with pytest.raises(SpecError, match="cannot recover to a moment"):
+        database_values("db", moment, Platform(), chart_keys=older)
+    bundled = value_keys(__import__("yaml").safe_load(open("charts/mydatabase/values.yaml")))
+    assert {"backup.continuous", "restore.pointInTime"} <= bundled
+    assert database_values("db", dumps_only, Platform(), chart_keys=bundled)["backup"]["continuous"] is False

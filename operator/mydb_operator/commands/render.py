@@ -13,7 +13,7 @@ import yaml
 from .. import names
 from ..config import Config
 from ..desired.platform import Platform, PlatformError
-from ..desired.values import database_values
+from ..desired.values import database_values, value_keys
 from ..helm.errors import HelmError
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
@@ -60,7 +60,7 @@ def print_manifests(args: argparse.Namespace, config: Config) -> None:
     helm = make_helm(config, loaded)
 
     async def rendered() -> list[dict[str, Any]]:
-        values = values_for(database, loaded, frozenset(await helm.default_values()))
+        values = values_for(database, loaded, value_keys(await helm.default_values()))
         return await helm.template(namespace, database["metadata"]["name"], values)
 
     try:

@@ -76,9 +76,16 @@ def owner_value(name: str, uid: str) -> dict[str, str]:
     return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": names.KIND, "name": name, "uid": uid}
 
 
-# Values a chart takes only since 0.7.0: an older chart (a database upgraded from it) or a platform's own
-# chart that does not declare them is not given them, as it would refuse an unknown key.
-NEWER_VALUES = ("updateStrategy", "replication")
+# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones): an older chart (a database upgraded
+# from it) or a platform's own chart that does not declare them is not given them, as it would refuse an
+# unknown key.
+NEWER_VALUES = ("updateStrategy", "replication", "backup.continuous", "restore.pointInTime")
+
+
+def value_keys(defaults: dict[str, Any]) -> frozenset[str]:
+    """The keys a chart's values.yaml declares: each top-level key, and parent.child one level down."""
+    nested = {f"{key}.{child}" for key, value in defaults.items() if isinstance(value, dict) for child in value}
+    return frozenset(defaults) | nested
 
 
 def database_values(
@@ -86,7 +93,7 @@ def database_values(
 ) -> dict[str, Any]:
     """The values Helm gets for a database: the spec's over the platform's, then the platform's patches,
     then the owner (when the chart takes one: a platform cannot change who owns the objects).
-    chart_keys: the top-level keys the chart's values.yaml declares (None: the bundled chart's).
+    chart_keys: the keys the chart's values.yaml declares (value_keys; None: the bundled chart's).
 
     The one place values are made, for the operator and for `render`/`values` alike."""
     refused = denied(platform, spec.postgresql_parameters)
@@ -100,7 +107,13 @@ def database_values(
         if chart_keys is not None and key not in chart_keys:
             if key == "replication" and spec.synchronous:
                 raise SpecError("replication.synchronous", "the chart in use does not take replication values")
-            values.pop(key, None)
+            if key == "restore.pointInTime" and spec.restore and spec.restore.point_in_time:
+                raise SpecError("restore.pointInTime", "the chart in use cannot recover to a moment")
+            parent, _, child = key.partition(".")
+            if child:  # an older chart has no archive: dumps only is what it does anyway
+                (values.get(parent) or {}).pop(child, None)
+            else:
+                values.pop(key, None)
     if owner_uid:
         values["owner"] = owner_value(name, owner_uid)
     return values

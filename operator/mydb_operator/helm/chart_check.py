@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import names
 from ..desired.platform import Platform, PlatformError
-from ..desired.values import database_values
+from ..desired.values import database_values, value_keys
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
 from ..model.versions import SUPPORTED_MAJORS
@@ -32,7 +32,8 @@ class ChartFit:
     # The StatefulSet's podManagementPolicy as rendered: immutable, so a live StatefulSet with another
     # is re-created around its pods before Helm upgrades it (reconcile/acting.py).
     pod_management: str = "OrderedReady"
-    # The top-level keys of the chart's values.yaml: values it does not declare are not passed to it.
+    # The keys of the chart's values.yaml (desired/values.value_keys): values it does not declare are not
+    # passed to it.
     value_keys: frozenset[str] = frozenset()
 
     @property
@@ -103,7 +104,7 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
         )
         try:
             values = database_values(
-                PROBE, spec, platform, owner_uid=PROBE_UID if takes_owner else "", chart_keys=frozenset(defaults)
+                PROBE, spec, platform, owner_uid=PROBE_UID if takes_owner else "", chart_keys=value_keys(defaults)
             )
             objects = await helm.template("default", PROBE, values)
         except HelmError as error:
@@ -120,4 +121,4 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
         pod_management = ((sts or {}).get("spec") or {}).get("podManagementPolicy") or pod_management
         if takes_owner:
             unowned.update(unowned_objects(objects, PROBE_UID))
-    return ChartFit(problems, takes_owner, sorted(unowned), pod_management, frozenset(defaults))
+    return ChartFit(problems, takes_owner, sorted(unowned), pod_management, value_keys(defaults))

@@ -8,7 +8,7 @@ never a clock reading per pass: an idle database writes no status."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .. import names
@@ -39,7 +39,9 @@ def archive_status(primary: InstanceFacts, previous: Mapping[str, Any], now: dat
     if primary.archive_slot:
         status["slot"] = primary.archive_slot
     if not streaming:
-        status["stalledSince"] = previous.get("stalledSince") or rfc3339(now)
+        # Since its last reply when the primary still lists it (stopped, hung), else since first seen away.
+        silent = walsender.reply_age if walsender is not None and walsender.reply_age is not None else 0.0
+        status["stalledSince"] = previous.get("stalledSince") or rfc3339(now - timedelta(seconds=silent))
     return status
 
 
