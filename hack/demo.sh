@@ -126,6 +126,13 @@ step "pg_stat_replication on the primary (${primary}, through the read-write Ser
 psql_in "${primary}" "${uri}" -c "select application_name, client_addr, state, sync_state, replay_lag from pg_stat_replication order by 1"
 kubectl exec "${primary}" -c postgres -- postgres --version
 
+step "the continuous WAL archive (pod production-db-wal-0): what the primary sees of it, and the recovery window"
+for _ in $(seq 1 30); do
+  [[ "$(kubectl get mydb production-db -o jsonpath='{.status.backup.archive.streaming}')" == true ]] && break
+  sleep 1
+done
+kubectl get mydb production-db -o jsonpath='{"archive: "}{.status.backup.archive}{"\nfirst recoverable point: "}{.status.backup.firstRecoverablePoint}{"\n"}'
+
 cat <<EOM
 
 production-db is Ready on real pods ($(( SECONDS - START )) s for this run). Still running, until you stop them:
@@ -137,6 +144,10 @@ ${OPERATOR_NS}/${RELEASE} and production-db's three PostgreSQL pods. Try:
   kubectl scale mydb/production-db --replicas=5 && kubectl get mydb -w
   kubectl -n ${OPERATOR_NS} logs deploy/${RELEASE}
   kubectl delete mydb production-db      # PVCs and the credentials Secret are kept (deletionPolicy Retain)
+  # a copy of production-db as it was a minute ago (docs/backups.md):
+  kubectl apply -f - <<<'{"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "copy"},
+    "spec": {"replicas": 1, "version": "15.2", "storage": "1Gi",
+             "restore": {"fromDatabase": "production-db", "pointInTime": "'"\$(date -u -d '1 minute ago' +%FT%TZ)"'"}}}'
 To stop it:
   python3 hack/cluster.py stop           # pause: every process stops, the data stays; make demo resumes it
   make cluster-down                      # stop everything the demo started and remove its data (images stay cached)

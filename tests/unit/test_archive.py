@@ -21,16 +21,19 @@ def archive(flush: int = 0x3000000, age: float = 2.0, state: str = "streaming") 
 def test_a_streaming_archive_reports_its_position_and_its_lag_and_nothing_that_ticks():
     status = archive_status(primary(archive(), Standby("db-1", "streaming", "async", 0x3000100, 0x3000100, 1.0)),
                             {}, NOW)
-    assert status == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0x100, "slot": "reserved"}
-    assert archive_status(primary(archive()), {}, NOW + timedelta(minutes=5)) == status  # an idle database
+    assert status == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0x100, "slot": "reserved",
+                      "since": "2026-12-03T12:00:00Z"}
+    later = archive_status(primary(archive()), status, NOW + timedelta(minutes=5))
+    assert later == status  # an idle database: nothing that ticks
 
 
 def test_an_archive_that_stopped_replying_is_stalled_since_its_last_reply_and_one_gone_since_first_seen_so():
     silent = archive_status(primary(archive(age=45.0)), {}, NOW)
     assert silent["streaming"] is False and silent["stalledSince"] == "2026-12-03T11:59:15Z"  # its last reply
-    gone = archive_status(primary(), {"archivedWAL": "0/2000000", "stalledSince": "2026-12-03T11:59:00Z"}, NOW)
+    gone = archive_status(primary(), {"archivedWAL": "0/2000000", "stalledSince": "2026-12-03T11:59:00Z",
+                                      "since": "2026-12-01T00:00:00Z"}, NOW)
     assert gone == {"streaming": False, "archivedWAL": "0/2000000", "slot": "reserved",
-                    "stalledSince": "2026-12-03T11:59:00Z"}
+                    "stalledSince": "2026-12-03T11:59:00Z", "since": "2026-12-01T00:00:00Z"}
 
 
 def test_a_stall_is_an_alarm_after_stall_seconds_with_a_message_that_stays_the_same():
@@ -72,3 +75,19 @@ def test_a_failed_verification_is_no_failed_backup_but_makes_backups_unhealthy()
     failed = {**seen, "lastVerification": {"job": "db-verify-2", "result": "Failed", "finishedAt": "2026-12-03T12:00:00Z"}}
     healthy, reason, message = health(failed)
     assert (healthy, reason) == (False, "VerificationFailed") and "db-verify-2" in message
+
+
+def test_base_backups_are_the_successes_since_the_archive_kept_as_prune_sh_keeps_them():
+    """A success from before the archive existed (a dump-only chart) is no base backup; older than the retention
+    goes, the newest stays; the window starts at the oldest kept."""
+    from mydb_operator.policy.archive import base_backups
+    since = "2026-12-01T00:00:00Z"
+    assert base_backups([], "2026-11-30T02:00:00Z", since, "7d", NOW) == []
+    first = base_backups([], "2026-12-01T00:05:00Z", since, "7d", NOW)
+    assert first == ["2026-12-01T00:05:00Z"]
+    assert base_backups(first, "2026-12-01T00:05:00Z", since, "7d", NOW) == first  # the same success again
+    two = base_backups(first, "2026-12-02T02:00:00Z", since, "7d", NOW)
+    assert two == ["2026-12-01T00:05:00Z", "2026-12-02T02:00:00Z"]
+    assert base_backups(two, "2026-12-02T02:00:00Z", since, "1d", NOW) == ["2026-12-02T02:00:00Z"]
+    assert base_backups(two, "2026-12-02T02:00:00Z", since, "1h", NOW + timedelta(days=30)) == [
+        "2026-12-02T02:00:00Z"]  # the newest, however old

@@ -143,8 +143,10 @@ def test_a_stalled_archive_turns_backup_healthy_false_30_s_after_the_primary_las
     streaming = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
                              applied=APPLIED, problem=None, previous={}, now=T0,
                              primary=seen(Standby("mydb-archive", "streaming", "async", 0x3000000, None, 1.0)))
-    assert streaming["backup"]["archive"] == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0}
+    assert streaming["backup"]["archive"] == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0,
+                                              "since": T0}
     assert cond(streaming, "BackupHealthy")["reason"] == "BackupSucceeded"
+    assert (streaming["backup"]["firstRecoverablePoint"], streaming["backup"]["lastBaseBackup"]) == (T0, T0)
     gone = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
                         applied=APPLIED, problem=None, previous=streaming, now=T0, primary=seen())
     assert gone["backup"]["archive"]["stalledSince"] == T0

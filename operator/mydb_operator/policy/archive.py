@@ -38,6 +38,7 @@ def archive_status(primary: InstanceFacts, previous: Mapping[str, Any], now: dat
         status.update({k: previous[k] for k in ("archivedWAL",) if k in previous})
     if primary.archive_slot:
         status["slot"] = primary.archive_slot
+    status["since"] = previous.get("since") or rfc3339(now)  # when the operator first saw it: never changes
     if not streaming:
         # Since its last reply when the primary still lists it (stopped, hung), else since first seen away.
         silent = walsender.reply_age if walsender is not None and walsender.reply_age is not None else 0.0
@@ -66,3 +67,21 @@ def archive_health(release: str, archive: Mapping[str, Any], now: datetime) -> t
             "backup.maxRetainedWal of WAL for it",
         )
     return None
+
+
+RETENTION_UNITS = {"h": 3600, "d": 86400, "w": 604800}
+
+
+def base_backups(
+    known: list[str], last_success: str | None, since: str | None, retention: str, now: datetime
+) -> list[str]:
+    """When each base backup kept was taken, oldest first: the recovery window starts at the first.
+
+    Every backup Job that succeeds since the archive exists takes a base backup first (scripts/backup
+    CronJob), so its success time is one. Retention as prune.sh applies it: older than the retention
+    goes, the newest stays."""
+    times = sorted(set(known))
+    if last_success and since and last_success >= since and (not times or last_success > times[-1]):
+        times.append(last_success)
+    cutoff = now - timedelta(seconds=int(retention[:-1]) * RETENTION_UNITS[retention[-1]])
+    return [t for t in times[:-1] if (parse_time(t) or now) >= cutoff] + times[-1:]

@@ -14,7 +14,7 @@ from ..model.spec import DatabaseSpec
 from ..model.statefulset import pending_restart, running_version
 from ..model.timestamps import parse_time
 from ..policy import backups
-from ..policy.archive import archive_health, archive_status
+from ..policy.archive import archive_health, archive_status, base_backups
 from .conditions import condition, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
 from .primary import PrimaryView, failover_condition_facts, primary_status, routing_gap
@@ -120,8 +120,15 @@ def build_status(
     if verified:
         backup["lastVerification"] = verified
     archive = archive_entry(release, spec, view, previous, now)
-    if archive:
+    if archive and spec is not None and spec.backup is not None:
         backup["archive"] = archive
+        known = (previous.get("backup") or {}).get("baseBackups") or []
+        moment = parse_time(now) or datetime.now(UTC)
+        taken = base_backups(
+            known, backup.get("lastSuccessfulTime"), archive.get("since"), spec.backup.retention, moment
+        )
+        if taken:
+            backup.update(baseBackups=taken, firstRecoverablePoint=taken[0], lastBaseBackup=taken[-1])
     if backup:
         status["backup"] = backup
     if spec is not None and spec.backup:
