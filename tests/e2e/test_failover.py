@@ -11,6 +11,7 @@ here, never asserted.
 
 from __future__ import annotations
 
+import calendar
 import json
 import signal
 import time
@@ -290,6 +291,62 @@ def test_a_verification_recovers_the_newest_base_backup_in_a_throwaway_pod_and_r
     finally:
         cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "-c", "wal-archive", "--",
                         "rm", "-rf", "/backups/base/29991231T235959Z")
+
+
+def restore_from_ha(cluster, namespace: str, name: str, **restore) -> None:
+    body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name},
+            "spec": {"replicas": 1, "version": "15.3", "storage": "1Gi", "restore": {"fromDatabase": "ha", **restore}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    wait_ready(cluster, namespace, name, timeout=300)
+
+
+def in_archive_pod(cluster, namespace: str, line: str) -> str:
+    return cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "-c", "wal-archive", "--", "sh", "-c", line).stdout
+
+
+def test_retention_removes_what_is_outside_the_window_and_the_oldest_moment_inside_still_recovers(cluster, ha):
+    """Two base backups; prune.sh run at a time when the first is past a 1h retention: the first goes, and every
+    archived segment before the second's first; a new database recovers to the second's end, the window's start."""
+    namespace, _ = ha
+    cluster.kubectl("annotate", "--overwrite", "-n", namespace, "mydb/ha", "myapp.example.com/backup-now=second-base")
+    wait_for("the second base backup", lambda: (lambda b: b.get("lastOnDemandRequest") == "second-base" and b.get(
+        "lastSuccessfulJob") == b.get("lastOnDemandJob"))(status(cluster, namespace).get("backup") or {}), timeout=180)
+    listing = "ls /backups/base | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort"
+    first, second = in_archive_pod(cluster, namespace, listing).split()[:2]
+    primary = status(cluster, namespace)["primary"]
+    sql_at(cluster, namespace, primary, "create table after_second (id int); insert into after_second values (1)")
+    wait_for("the archive to have it", lambda: archived(cluster, namespace, primary), timeout=30)
+    # The first base backup's time plus the retention and a second: it alone is outside the window.
+    at = calendar.timegm(time.strptime(first, "%Y%m%dT%H%M%SZ")) + 3600 + 1
+    pruned = in_archive_pod(cluster, namespace, f"BACKUP_DIR=/backups BACKUP_RETENTION=1h NOW={at} sh /scripts/prune.sh")
+    assert f"removed base backup {first}" in pruned, pruned
+    assert in_archive_pod(cluster, namespace, listing).split() == [second]
+    info = dict(line.split("=", 1) for line in in_archive_pod(cluster, namespace, f"cat /backups/base/{second}/info").split())
+    segments = sorted(name[8:24] for name in in_archive_pod(cluster, namespace, "ls /backups/wal").split()
+                      if len(name.split(".")[0]) == 24)
+    assert segments[0] == info["start_wal"][8:], (segments, info)
+    moment = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(info["end_epoch"]) + 1))
+    restore_from_ha(cluster, namespace, "window-start", pointInTime=moment)
+    assert rows(cluster, namespace, "window-start-0") == ROW_FACTS
+    assert sql_at(cluster, namespace, "window-start-0", "select to_regclass('after_second') is null") == "t"
+
+
+def test_a_deleted_database_is_recovered_to_its_last_commit_from_its_retained_archive(cluster, ha):
+    """A row committed, five seconds, then the MyDatabase deleted (Retain: its volumes stay, its pods go): a new
+    database restored from it, with no moment, has that row. The archive's lag is the RPO: it had it at once."""
+    namespace, _ = ha
+    primary = status(cluster, namespace)["primary"]
+    committed = time.time()
+    sql_at(cluster, namespace, primary, "create table last_words (said text); insert into last_words values ('bye')")
+    archived_after = wait_for("the archive to have it", lambda: archived(cluster, namespace, primary) and time.time(),
+                              timeout=30, interval=0.1) - committed
+    print(f"\narchive had the last commit {archived_after:.2f}s after it (polled through kubectl exec)")
+    time.sleep(5)
+    cluster.kubectl("delete", "-n", namespace, "mydb/ha", "--timeout=120s")
+    wait_for("ha's pods gone", lambda: not get_json(cluster, "-n", namespace, "pod", primary), timeout=120)
+    assert get_json(cluster, "-n", namespace, "pvc", "ha-backups")
+    restore_from_ha(cluster, namespace, "afterlife")
+    assert sql_at(cluster, namespace, "afterlife-0", "select said from last_words") == "bye"
 
 
 @pytest.fixture(scope="module")

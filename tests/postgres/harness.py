@@ -531,7 +531,7 @@ class ArchivePod:
                 raise AssertionError(f"the archive exited with {self.proc.returncode}:\n{self.logs()}")
             return self.machine.run(probe, {"PATH": self.machine.path}).returncode == 0
 
-        wait_for("the archive to stream (its readiness probe)", streaming)
+        wait_for("the archive to stream (its readiness probe)", streaming, timeout=90)
         return self
 
     def logs(self) -> str:

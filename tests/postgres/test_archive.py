@@ -11,6 +11,7 @@ recover.sh, wal-restore.sh).
 from __future__ import annotations
 
 import copy
+import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -50,7 +51,7 @@ class Source:
 @pytest.fixture
 def source(request, machine, rendered) -> Source:
     """A one-pod source database with its archive streaming and one scheduled run done."""
-    own = machine.sibling(f"archived-{request.node.name[-20:]}")
+    own = machine.sibling(f"archived-{secrets.token_hex(4)}")
     pod = DatabasePod(own, rendered, 0)
     request.addfinalizer(pod.stop)
     pod.start()
@@ -178,3 +179,15 @@ def test_a_verification_recovers_the_newest_base_backup_and_fails_on_a_damaged_o
     result = source.job.script("verify.sh", VERIFY_DIR=str(scratch))
     assert result.returncode == 1
     assert f"verify: failed: base backup {backup} does not match its manifest" in result.stderr, result.stderr
+
+
+def test_a_moment_after_the_end_of_the_archive_is_refused_with_the_window(request, machine, source):
+    """Recovery replays everything the archive has without reaching the moment: the first boot fails, says the
+    moment is after the archive's end and what the window is, and leaves the data directory empty."""
+    source.pod.sql("INSERT INTO t (kind) VALUES ('last')")
+    source.archived()
+    copy_pod = restoring(request, machine, "too-late", source, pointInTime="2999-01-01T00:00:00Z")
+    code, served = copy_pod.start_expecting_exit()
+    assert code == 1 and not served
+    assert "pointInTime 2999-01-01T00:00:00Z is after the end of the archive" in copy_pod.logs(), copy_pod.logs()
+    assert not copy_pod.pgdata.exists() or not any(copy_pod.pgdata.iterdir())

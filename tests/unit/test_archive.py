@@ -46,6 +46,11 @@ def test_a_stall_is_an_alarm_after_stall_seconds_with_a_message_that_stays_the_s
     assert archive_health("db", {"streaming": True, "slot": "reserved"}, NOW) is None
 
 
+def test_an_unreserved_slot_warns_before_the_gap():
+    healthy, reason, message = archive_health("db", {"streaming": True, "slot": "unreserved"}, NOW)
+    assert (healthy, reason) == (False, "ArchiveFallingBehind") and "backup.maxRetainedWal" in message
+
+
 def test_a_lost_slot_says_the_archive_has_a_gap():
     healthy, reason, message = archive_health("db", {"streaming": True, "slot": "lost"}, NOW)
     assert (healthy, reason) == (False, "ArchiveBroken") and "new base backup" in message

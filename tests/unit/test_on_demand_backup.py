@@ -157,3 +157,20 @@ def test_a_verification_request_without_spec_backup_is_answered_with_a_warning(a
     fields, events = verify({names.VERIFY_BACKUP_ANNOTATION: "v2"}, {}, Observation())
     assert fields == {"lastVerificationRequest": "v2"}
     assert [reason for _, reason, _ in events] == ["BackupNotConfigured"]
+
+
+def test_with_backup_verify_each_new_base_backup_is_verified_once(api: FakeApi) -> None:
+    """backup.verify: the newest success that took a base backup gets one verification Job; a success from before
+    the archive (no base backup) gets none; the same backup is never verified twice."""
+    took_one = {"backup": {"lastSuccessfulJob": "db-backup-1", "lastSuccessfulTime": "2026-12-03T02:00:05Z",
+                           "lastBaseBackup": "2026-12-03T02:00:05Z"}}
+    fields, events = run(verify_on_demand("ns", "db", {}, took_one, WITH_BACKUP, "5Gi", True))
+    job_name = names.verification_job("db", "db-backup-1")
+    assert fields == {"lastVerificationJob": job_name, "lastVerifiedBackup": "db-backup-1"}
+    assert [reason for _, reason, _ in events] == ["VerificationRequested"]
+    again = {"backup": {**took_one["backup"], **fields}}
+    assert run(verify_on_demand("ns", "db", {}, again, WITH_BACKUP, "5Gi", True)) == (fields, [])
+    dump_only = {"backup": {**took_one["backup"], "lastBaseBackup": "2026-12-01T00:00:00Z"}}
+    assert run(verify_on_demand("ns", "db", {}, dump_only, WITH_BACKUP, "5Gi", True)) == ({}, [])
+    assert run(verify_on_demand("ns", "db", {}, took_one, WITH_BACKUP, "5Gi", False)) == ({}, [])
+    assert len(api.jobs) == 1

@@ -76,28 +76,27 @@ settings="$settings -c recovery_target_action=promote"
 settings="$settings -c restore_command='sh $SCRIPTS_DIR/wal-restore.sh $archive %f %p'"
 # In numbers: at start-up the server knows no time zone names, Z included.
 [ -z "$target" ] || settings="$settings -c recovery_target_time='$(date -u -d "$target" '+%Y-%m-%d %H:%M:%S.%6N+00')'"
-pg_ctl -D "$RECOVER_INTO" -l "$work/recovery.log" -o "$settings" start >/dev/null || {
-  cat "$work/recovery.log" >&2
+superuser="$(credential username)"
+failed() {
+  grep -E 'FATAL|PANIC' "$work/recovery.log" >&2 || tail -n 20 "$work/recovery.log" >&2
+  if grep -q 'recovery ended before configured recovery target was reached' "$work/recovery.log"; then
+    echo "recover: pointInTime $target is after the end of the archive; $window" >&2
+  fi
   exit 1
 }
-
-superuser="$(credential username)"
+# pg_ctl waits until the server accepts connections (consistent, still recovering) or gives up; no time
+# limit of its own worth having: replaying a long archive takes as long as it takes (no probe watches the
+# init container).
+pg_ctl -D "$RECOVER_INTO" -w -t 2000000 -l "$work/recovery.log" -o "$settings" start >/dev/null || failed
 in_recovery() {
   psql -h "$work" -p "$PGPORT" -U "$superuser" -d postgres -XAtq -c 'select pg_is_in_recovery()' 2>"$work/psql.err"
 }
-# No time limit: replaying a long archive takes as long as it takes (no probe watches the init container).
 until [ "$(in_recovery)" = f ]; do
   if grep -q 'role ".*" does not exist' "$work/psql.err"; then
     echo "recover: the source has no role $superuser: restore with the source's superuser name" >&2
     exit 1
   fi
-  if ! pg_ctl -D "$RECOVER_INTO" status >/dev/null 2>&1; then
-    grep -E 'FATAL|PANIC' "$work/recovery.log" >&2 || tail -n 20 "$work/recovery.log" >&2
-    if grep -q 'recovery ended before configured recovery target was reached' "$work/recovery.log"; then
-      echo "recover: pointInTime $target is after the end of the archive; $window" >&2
-    fi
-    exit 1
-  fi
+  pg_ctl -D "$RECOVER_INTO" status >/dev/null 2>&1 || failed
   sleep 1
 done
 

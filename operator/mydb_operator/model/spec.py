@@ -27,6 +27,7 @@ class Backup:
     storage: str = "10Gi"
     resources: Mapping[str, Any] = field(default_factory=dict)
     continuous: bool = True  # the WAL archive and base backups, for recovery to a moment
+    verify: bool = False  # a verification Job after each new base backup
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
             storage=str(backup.get("storage") or "10Gi"),
             resources=dict(backup.get("resources") or {}),
             continuous=bool(backup.get("continuous", True)),
+            verify=bool(backup.get("verify", False)),
         )
         if backup
         else None,

@@ -57,6 +57,13 @@ def archive_health(release: str, archive: Mapping[str, Any], now: datetime) -> t
             "the primary removed WAL the archive had not received (backup.maxRetainedWal was reached): "
             "the archive has a gap, and recovery to a later moment needs a new base backup",
         )
+    if archive.get("slot") == "unreserved":
+        return (
+            False,
+            "ArchiveFallingBehind",
+            "the WAL archive is so far behind that the primary keeps more WAL for it than max_wal_size; at "
+            "backup.maxRetainedWal it drops what the archive has not received",
+        )
     since = parse_time(archive.get("stalledSince"))
     if since is not None and (now - since).total_seconds() >= STALL_SECONDS:
         return (

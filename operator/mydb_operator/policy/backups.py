@@ -26,6 +26,16 @@ def verification_requested(annotations: Mapping[str, str], status: Mapping[str, 
     return token
 
 
+def verification_due(verify: bool, status: Mapping[str, Any]) -> str | None:
+    """With backup.verify, the backup Job whose base backup is not verified yet: the newest success, when it
+    took a base backup (status/build.py counts it as one), and no verification has been started for it."""
+    backup = (status or {}).get("backup") or {}
+    job, when = backup.get("lastSuccessfulJob"), backup.get("lastSuccessfulTime")
+    if not verify or not job or when != backup.get("lastBaseBackup") or job == backup.get("lastVerifiedBackup"):
+        return None
+    return str(job)
+
+
 def is_verification(job: Mapping[str, Any]) -> bool:
     return ((job.get("metadata") or {}).get("labels") or {}).get(names.ON_DEMAND_BACKUP_LABEL) == VERIFY
 

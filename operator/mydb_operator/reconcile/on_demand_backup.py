@@ -11,7 +11,7 @@ from ..cluster import reads, writes
 from ..cluster.failures import API_FAILURES, failure_detail, refused
 from ..desired.backup_job import on_demand_job, verification_job
 from ..model.observation import Observation
-from ..policy.backups import first_backup_due, requested, verification_requested
+from ..policy.backups import first_backup_due, requested, verification_due, verification_requested
 from ..status.warnings import Event
 
 log = logging.getLogger(__name__)
@@ -88,33 +88,49 @@ async def verify_on_demand(
     previous: dict[str, Any],
     observed: Observation,
     scratch: str,
+    verify_each: bool = False,
 ) -> tuple[dict[str, str], list[Event]]:
-    """Turn a new myapp.example.com/verify-backup value into one verification Job (scripts/verify.sh)."""
-    earlier = {k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastVerification")}
-    earlier.pop("lastVerification", None)  # status/build.py reads it from the Job
+    """Turn a new myapp.example.com/verify-backup value into one verification Job (scripts/verify.sh); with
+    backup.verify, start one for each new base backup."""
+    earlier = {
+        k: v
+        for k, v in (previous.get("backup") or {}).items()
+        if k in ("lastVerificationRequest", "lastVerificationJob", "lastVerifiedBackup")
+    }
     token = verification_requested(annotations, previous)
     if token is None:
-        return earlier, []
+        backup_job = verification_due(verify_each, previous)
+        if backup_job is None or observed.cronjob is None:
+            return earlier, []
+        made, events = await start_verification(namespace, name, backup_job, scratch, f"after {backup_job}")
+        if made is None:
+            return earlier, events
+        return {**earlier, "lastVerificationJob": made, "lastVerifiedBackup": backup_job}, events
     if observed.cronjob is None:
-        return {"lastVerificationRequest": token}, [
+        return {**earlier, "lastVerificationRequest": token}, [
             ("Warning", "BackupNotConfigured", f"verify-backup={token} ignored: spec.backup is not set")
         ]
+    made, events = await start_verification(namespace, name, token, scratch, f"verify-backup={token}")
+    if made is None:  # refused (a quota, a policy): answered, once; unreachable: the request stays open
+        return ({**earlier, "lastVerificationRequest": token} if events else earlier), events
+    return {**earlier, "lastVerificationRequest": token, "lastVerificationJob": made}, events
+
+
+async def start_verification(
+    namespace: str, name: str, token: str, scratch: str, why: str
+) -> tuple[str | None, list[Event]]:
+    """One verification Job from the CronJob's template (made once per token): its name, or None and why not."""
     try:
         cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
         if cronjob is None:
-            return earlier, []
+            return None, []
         job = verification_job(cronjob, name, token, scratch)
         await writes.create_job_once(job)
     except API_FAILURES as error:
         if refused(error):
-            return {"lastVerificationRequest": token}, [
-                ("Warning", "BackupRequestFailed", f"verify-backup={token}: {failure_detail(error)}")
-            ]
-        log.warning("%s/%s: verify-backup=%s waits: %s", namespace, name, token, failure_detail(error))
-        return earlier, []
+            return None, [("Warning", "BackupRequestFailed", f"{why}: {failure_detail(error)}")]
+        log.warning("%s/%s: %s waits: %s", namespace, name, why, failure_detail(error))
+        return None, []
     made = job["metadata"]["name"]
-    log.info("%s/%s: verification %s started as Job %s", namespace, name, token, made)
-    return (
-        {"lastVerificationRequest": token, "lastVerificationJob": made},
-        [("Normal", "VerificationRequested", f"verify-backup={token}: started Job {made}")],
-    )
+    log.info("%s/%s: %s: verification started as Job %s", namespace, name, why, made)
+    return made, [("Normal", "VerificationRequested", f"{why}: started Job {made}")]
