@@ -118,6 +118,11 @@ def backup_cronjob(release: str) -> str:
     return f"{release}-backup"
 
 
+def first_base_backup_job(release: str) -> str:
+    """The Job of a new database's first base backup; a backup-now value's Job ends in 8 hex digits instead."""
+    return f"{release}-backup-first"
+
+
 def verification_job(release: str, token: str) -> str:
     """One Job per verify-backup value."""
     return f"{release}-verify-{hashlib.sha256(token.encode()).hexdigest()[:8]}"

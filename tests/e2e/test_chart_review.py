@@ -109,7 +109,8 @@ def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, op
         return {p["metadata"]["name"]: p for p in items}
 
     governed = selected(policy["podSelector"]["matchLabels"])
-    backup_pods = [name for name in governed if name.startswith("guarded-manual-")]
+    # The manual Job's pod, and the first base backup's (the operator's own Job).
+    backup_pods = [name for name in governed if name.startswith(("guarded-manual-", "guarded-backup-"))]
     # The archive's pod too: it has no PostgreSQL port either, and reaches the primary as a peer.
     assert set(governed) == {"guarded-0", "guarded-1", "guarded-wal-0", *backup_pods} and backup_pods, sorted(governed)
     [rule] = policy["ingress"]

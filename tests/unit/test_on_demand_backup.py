@@ -118,7 +118,7 @@ def test_a_new_database_with_the_archive_gets_its_first_base_backup_once_it_is_r
     assert first({"ready": False}) == ({}, [])
     assert api.jobs == {}
     fields, events = first({"ready": True})
-    job_name = names.on_demand_backup_job("db", "first")
+    job_name = names.first_base_backup_job("db")  # never a backup-now value's: the user may ask for "first"
     assert list(api.jobs) == [("ns", job_name)]
     assert fields == {"firstBackupJob": job_name}
     assert events == [("Normal", "BackupRequested",

@@ -9,15 +9,16 @@ from typing import Any
 from .. import names
 
 
-def on_demand_job(cronjob: dict[str, Any], release: str, token: str) -> dict[str, Any]:
-    """A Job from the CronJob's template, as `kubectl create job --from=cronjob/...` makes it."""
+def on_demand_job(cronjob: dict[str, Any], release: str, token: str, name: str = "") -> dict[str, Any]:
+    """A Job from the CronJob's template, as `kubectl create job --from=cronjob/...` makes it (named NAME,
+    else after the token)."""
     template = copy.deepcopy(cronjob["spec"]["jobTemplate"])
     metadata = template.get("metadata") or {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": names.on_demand_backup_job(release, token),
+            "name": name or names.on_demand_backup_job(release, token),
             "namespace": cronjob["metadata"]["namespace"],
             "labels": {**(metadata.get("labels") or {}), names.ON_DEMAND_BACKUP_LABEL: "on-demand"},
             "annotations": {

@@ -68,7 +68,7 @@ async def first_backup(namespace: str, name: str, earlier: dict[str, str]) -> tu
         cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
         if cronjob is None:
             return earlier, []
-        job = on_demand_job(cronjob, name, "first")
+        job = on_demand_job(cronjob, name, "first", names.first_base_backup_job(name))
         await writes.create_job_once(job)
     except API_FAILURES as error:  # tried again on the next pass; never a reason to fail this one
         log.warning("%s/%s: the first base backup waits: %s", namespace, name, failure_detail(error))
