@@ -63,10 +63,12 @@ def create(cluster, namespace: str, name: str = "ha", **spec) -> None:
 
 
 def settled(cluster, namespace: str, primary: str, name: str = "ha") -> None:
-    """Ready again, PRIMARY the primary by every account, the other pods streaming from it."""
+    """Ready again, PRIMARY the primary by every account, the other pods streaming from it. (Ready alone can be
+    the last status an operator wrote before it was killed: the primary is waited for too.)"""
     wait_ready(cluster, namespace, name, timeout=300)
+    wait_for(f"{primary} the primary by every account", lambda: (lambda f: (f.get("primary"), f.get(
+        "targetPrimary"), f.get("ready")) == (primary, primary, True))(status(cluster, namespace, name)), timeout=150)
     facts = status(cluster, namespace, name)
-    assert (facts["primary"], facts["targetPrimary"]) == (primary, primary), facts
     wait_streaming(cluster, namespace, primary, len(facts["instances"]) - 1, timeout=150)
 
 

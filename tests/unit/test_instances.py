@@ -98,3 +98,27 @@ def test_ready_waits_for_the_services_to_route_to_the_right_pods():
     assert routing_gap("db", "db-0", pods, {"db": ("db-0",), "db-ro": ("db-1",)}) is None
     assert "db to route to db-0" in routing_gap("db", "db-0", pods, {"db": ("db-0", "db-3"), "db-ro": ("db-1",)})
     assert "db-ro to route to db-1" in routing_gap("db", "db-0", pods, {"db": ("db-0",), "db-ro": ()})
+
+
+def test_a_server_that_goes_away_mid_statement_is_unreachable_not_a_crash(monkeypatch):
+    """Found in the e2e logs: a pod deleted while the probe prepared its query made asyncpg raise its
+    InternalClientError, which escaped the pass as a traceback."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    import asyncpg
+
+    from mydb_operator.instances import probe as probing
+    from mydb_operator.instances.connection import Login, Server
+
+    class Halfway:
+        async def fetchrow(self, *_):
+            raise asyncpg.InternalClientError("cannot switch to state 11; another operation (2) is in progress")
+
+    @asynccontextmanager
+    async def session(*_):
+        yield Halfway()
+
+    monkeypatch.setattr(probing, "session", session)
+    answer = asyncio.run(probing.probe(Server("db-0", "10.0.0.1", 5432), Login("postgres", "pw")))
+    assert answer == Unreachable("db-0", "cannot switch to state 11; another operation (2) is in progress")

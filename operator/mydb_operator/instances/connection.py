@@ -15,7 +15,9 @@ import asyncpg
 
 CONNECT_SECONDS = 2.0  # a server that does not answer the startup packet by then is taken as hung
 COMMAND_SECONDS = 5.0
-FAILURES = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# InternalClientError: asyncpg's protocol caught out by a server that goes away mid-statement (a pod being
+# deleted): a server that did not answer, not a crash of the pass.
+FAILURES = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
 
 
 @dataclass(frozen=True)
