@@ -127,8 +127,10 @@ psql_in "${primary}" "${uri}" -c "select application_name, client_addr, state, s
 kubectl exec "${primary}" -c postgres -- postgres --version
 
 step "the continuous WAL archive (pod production-db-wal-0): what the primary sees of it, and the recovery window"
-for _ in $(seq 1 30); do
-  [[ "$(kubectl get mydb production-db -o jsonpath='{.status.backup.archive.streaming}')" == true ]] && break
+# The first base backup starts once the database is Ready: the window opens when it ends.
+for _ in $(seq 1 90); do
+  [[ "$(kubectl get mydb production-db -o jsonpath='{.status.backup.archive.streaming}')" == true &&
+     -n "$(kubectl get mydb production-db -o jsonpath='{.status.backup.firstRecoverablePoint}')" ]] && break
   sleep 1
 done
 kubectl get mydb production-db -o jsonpath='{"archive: "}{.status.backup.archive}{"\nfirst recoverable point: "}{.status.backup.firstRecoverablePoint}{"\n"}'

@@ -128,10 +128,13 @@ def test_a_new_database_with_the_archive_gets_its_first_base_backup_once_it_is_r
     assert len(api.jobs) == 1
 
 
-def test_no_first_base_backup_without_the_archive_or_after_a_backup_succeeded(api: FakeApi) -> None:
+def test_no_first_base_backup_without_the_archive_or_once_a_base_backup_exists(api: FakeApi) -> None:
     assert first({"ready": True}, continuous=False) == ({}, [])
-    assert first({"ready": True, "backup": {"lastSuccessfulTime": "2026-01-01T02:00:00Z"}}) == ({}, [])
+    assert first({"ready": True, "backup": {"lastBaseBackup": "2026-01-01T02:00:00Z"}}) == ({}, [])
     assert api.jobs == {}
+    # A database upgraded from dumps only: successes, but no base backup yet.
+    fields, _ = first({"ready": True, "backup": {"lastSuccessfulTime": "2026-01-01T02:00:00Z"}})
+    assert fields == {"firstBackupJob": names.first_base_backup_job("db")}
 
 
 def verify(annotations: dict[str, str], previous: dict[str, Any], observed: Observation = WITH_BACKUP) -> Any:

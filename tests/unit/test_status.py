@@ -115,6 +115,14 @@ def test_transition_time_moves_when_status_flips():
     assert status_patch(first, second)["ready"] is False
 
 
+def test_status_patch_nulls_nested_dropped_keys_too():
+    """A merge patch keeps a nested key it does not name: the archive's stalledSince stayed after it streamed again."""
+    before = {"backup": {"archive": {"streaming": False, "stalledSince": T0}, "lastSuccessfulTime": T0}}
+    after = {"backup": {"archive": {"streaming": True}, "lastSuccessfulTime": T0}}
+    assert status_patch(before, after) == {
+        "backup": {"archive": {"streaming": True, "stalledSince": None}, "lastSuccessfulTime": T0}}
+
+
 def test_status_patch_nulls_dropped_keys_and_ignores_kopf():
     assert status_patch({"phase": "Running", "backup": {"x": 1}, "kopf": {}}, {"phase": "Running"}) == {
         "phase": "Running", "backup": None}

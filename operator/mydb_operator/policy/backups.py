@@ -55,13 +55,14 @@ def verification(jobs: list[dict[str, Any]], job_name: str | None, known: Mappin
 
 
 def first_backup_due(continuous: bool, previous: Mapping[str, Any]) -> bool:
-    """A new database with the continuous archive has nothing to recover from until a base backup exists:
-    the first is taken as soon as it is Ready, once, instead of at its first schedule (up to a day later)."""
+    """A database with the continuous archive has nothing to recover from until a base backup exists (a new
+    one, or one whose backups were dumps only until now): the first is taken as soon as it is Ready, once,
+    instead of at its next schedule (up to a day later)."""
     backup = (previous or {}).get("backup") or {}
     return (
         continuous
         and previous.get("ready") is True
-        and not backup.get("lastSuccessfulTime")
+        and not backup.get("lastBaseBackup")
         and not backup.get("firstBackupJob")
     )
 

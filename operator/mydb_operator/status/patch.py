@@ -6,12 +6,21 @@ from typing import Any
 
 
 def status_patch(previous: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-    """The merge patch from previous to new status (None when equal); dropped keys become null."""
+    """The merge patch from previous to new status (None when equal); dropped keys become null, at every
+    level: a merge patch keeps a nested key it does not name (status.backup.archive.stalledSince)."""
     owned_previous = {k: v for k, v in previous.items() if k != "kopf"}
     if owned_previous == new:
         return None
-    patch = dict(new)
-    for key in owned_previous.keys() - new.keys():
+    return with_nulls(owned_previous, new)
+
+
+def with_nulls(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """AFTER, with null for each key BEFORE had and AFTER has not, in nested objects too."""
+    patch: dict[str, Any] = {}
+    for key, value in after.items():
+        old = before.get(key)
+        patch[key] = with_nulls(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
+    for key in before.keys() - after.keys():
         patch[key] = None
     return patch
 
