@@ -65,8 +65,14 @@ def sql(cluster: Cluster, namespace: str, pod: str, query: str) -> str:
     return answer
 
 
+def status_of(cluster: Cluster, namespace: str) -> dict:
+    """The status of this benchmark's database (Cluster.status reads bench.failover's)."""
+    found = cluster.kubectl("get", "-n", namespace, "mydb", NAME, "-o", "json", check=False)
+    return (json.loads(found.stdout).get("status") or {}) if found.returncode == 0 else {}
+
+
 def archive_of(cluster: Cluster, namespace: str) -> dict:
-    return ((cluster.status(namespace).get("backup") or {}).get("archive")) or {}
+    return ((status_of(cluster, namespace).get("backup") or {}).get("archive")) or {}
 
 
 def archive_lag(cluster: Cluster, namespace: str, primary: str, seconds: int) -> list[float]:
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         }
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
         wait("the archive streaming", lambda: archive_of(cluster, namespace).get("streaming"))
-        primary = cluster.status(namespace)["primary"]
+        primary = status_of(cluster, namespace)["primary"]
 
         writer = primaries.Writer(cluster, namespace, NAME)
         lags = archive_lag(cluster, namespace, primary, ctx.lag_seconds)
@@ -174,9 +180,9 @@ def main(argv: list[str] | None = None) -> None:
         wait(
             "the base backup",
             lambda: (
-                (cluster.status(namespace).get("backup") or {}).get("lastOnDemandJob")
-                and (cluster.status(namespace).get("backup") or {}).get("lastSuccessfulJob")
-                == (cluster.status(namespace).get("backup") or {}).get("lastOnDemandJob")
+                (status_of(cluster, namespace).get("backup") or {}).get("lastOnDemandJob")
+                and (status_of(cluster, namespace).get("backup") or {}).get("lastSuccessfulJob")
+                == (status_of(cluster, namespace).get("backup") or {}).get("lastOnDemandJob")
             ),
             900,
         )
