@@ -318,6 +318,9 @@ def test_hibernation_scales_statefulset_to_zero(render):
     assert out.kinds("Service") and out.kinds("CronJob")
     # No server to dump: the schedule waits (a failed Job each night would raise BackupHealthy's alarm).
     assert out.kinds("CronJob")[0]["spec"]["suspend"] is True
+    # No server to stream from either: the archive's pod goes too, its StatefulSet and the backup volume stay.
+    assert out.get("StatefulSet", f"{RELEASE}-wal")["spec"]["replicas"] == 0
+    assert render(seed()).get("StatefulSet", f"{RELEASE}-wal")["spec"]["replicas"] == 1
     assert render(seed()).kinds("CronJob")[0]["spec"]["suspend"] is False
 
 
