@@ -348,7 +348,7 @@ def test_unknown_field_refused_by_default_and_pruned_without_validation(cluster,
     assert lax.returncode == 0, lax.stderr
     spec = get_json(cluster, "-n", namespace, "mydb", "loose")["spec"]
     assert "replica" not in spec and "keep" not in spec["backup"]
-    assert spec == {**VALID, "backup": {**DAILY, "retention": "7d", "storage": "10Gi", "continuous": True},
+    assert spec == {**VALID, "backup": {**DAILY, "retention": "7d", "storage": "10Gi", "continuous": True, "verify": False},
                     "deletionPolicy": "Retain", "hibernate": False,
                     "failoverDelay": 3, "maxLagOnFailover": "16Mi"}
 
@@ -362,7 +362,7 @@ def test_seed_is_accepted_with_defaults(cluster, crd, namespace):
     assert result.returncode == 0, result.stderr
     seed = yaml.safe_load(SEED.read_text())["spec"]
     spec = get_json(cluster, "-n", namespace, "mydb", "production-db")["spec"]
-    assert spec == {**seed, "backup": {**seed["backup"], "storage": "10Gi", "continuous": True},
+    assert spec == {**seed, "backup": {**seed["backup"], "storage": "10Gi", "continuous": True, "verify": False},
                     "deletionPolicy": "Retain", "hibernate": False,
                     "failoverDelay": 3, "maxLagOnFailover": "16Mi"}
 

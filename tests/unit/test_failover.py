@@ -278,8 +278,12 @@ def test_a_restart_goes_replica_by_replica_then_one_switchover():
                                              pod(2, revision="r2")], facts), "r2")
     assert isinstance(last, RecordPrimary) and last.record.reason == SWITCHOVER
     assert last.record.primary in ("db-1", "db-2") and last.record.previous == "db-0"
-    alone = maintenance.next_restart(members([pod(0, role="primary", **old)], [primary_facts(0)]), "r2")
+    alone = maintenance.next_restart(members([pod(0, role="primary", **old)], [primary_facts(0)]), "r2", 1)
     assert alone == Restart("db-0", "uid-0")
+    # Found in CI: a restarted replica's pod gone from the cache before its new one shows is not a single
+    # instance; the primary waits instead of restarting in place.
+    between = members([pod(0, role="primary", **old)], [primary_facts(0)])
+    assert maintenance.next_restart(between, "r2", 2) is None
     done = members([pod(0, role="primary", revision="r2"), pod(1, revision="r2")], facts)
     assert maintenance.next_restart(done, "r2") is None
 

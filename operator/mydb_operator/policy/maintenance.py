@@ -79,11 +79,16 @@ def scale_down_switchover(members: Members, desired: int) -> Answer | None:
     return Answer(switchover_to(members, chosen.pod), f"scaling to {desired}: moving the primary to {chosen.pod}")
 
 
-def next_restart(members: Members, revision: str | None) -> RecordPrimary | Restart | None:
+def next_restart(members: Members, revision: str | None, desired: int | None = None) -> RecordPrimary | Restart | None:
     """The next pod to restart onto the StatefulSet's revision: one replica at a time (highest ordinal
     first) while every pod serves, then the primary by a switchover to the best replica, or in place
-    when no replica can take over (a single instance, or servers that do not answer)."""
+    when no replica can take over (a single instance, or servers that do not answer).
+
+    DESIRED: the StatefulSet's replicas; fewer pods than that is a pod being replaced (a restarted replica gone
+    from the cache before its new pod shows), not a single instance: nothing then."""
     if not revision or any(deleting(p) or not serving(p) for p in members.pods):
+        return None
+    if desired is not None and len(members.pods) < desired:
         return None
     behind = [p for p in members.pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision]
     replicas = [p for p in behind if p["metadata"]["name"] != members.primary]

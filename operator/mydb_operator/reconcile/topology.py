@@ -241,7 +241,8 @@ async def planned_move(
             step.report.note = moved.message
             return Plan((), SERVING, moved.message)
     if update_strategy(observed.statefulset) == "OnDelete":
-        restart = maintenance.next_restart(members, update_revision(observed.statefulset))
+        desired = ((observed.statefulset or {}).get("spec") or {}).get("replicas")
+        restart = maintenance.next_restart(members, update_revision(observed.statefulset), desired)
         if restart is not None:
             return Plan((restart,), SERVING, "restarting the pods onto the current template")
     return Plan((), SERVING)
