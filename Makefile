@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test test-unit test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive
+.PHONY: demo test check test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane
-	$(PY) -m pytest tests bench
+TEST_WORKERS ?= 3
+test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane; TEST_WORKERS pytest-xdist workers share the cluster, then the serial tests run alone
+	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" tests bench; \
+	  parallel=$$?; $(PY) -m pytest -m serial tests; serial=$$?; \
+	  echo "make test: parallel pass exit $$parallel, serial pass exit $$serial"; [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
 
 lint: venv ## ruff (lint, format) on operator/ and bench/, mypy --strict and the import-linter layers on operator/ (pyproject.toml configures each)
 	$(VENV)/bin/ruff check operator bench
@@ -17,11 +20,12 @@ lint: venv ## ruff (lint, format) on operator/ and bench/, mypy --strict and the
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test-unit: venv scanners ## the tests that need no cluster: the operator's units, the charts, the hack/ scripts
-	$(PY) -m pytest tests/unit tests/chart tests/hack
+check: venv lint scanners postgres ## the quick tier (under 2 minutes): static checks, then every test that needs no cluster (units, charts, hack/ scripts, PostgreSQL scripts)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/chart tests/hack tests/postgres bench
 
-test-e2e: venv tools node-packages
-	$(PY) -m pytest tests/e2e
+test-e2e: venv tools node-packages ## the tests on the local cluster only, parallel then serial as in make test
+	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" tests/e2e; \
+	  parallel=$$?; $(PY) -m pytest -m serial tests/e2e; serial=$$?; [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml

@@ -3,13 +3,16 @@
 The tests run on a control plane of their own, apart from the one `make demo`
 starts: .cluster/tests with ports from 16500 (MYDB_CLUSTER_DIR and
 MYDB_CLUSTER_PORT_BASE choose another). The `cluster` fixture uses it if it
-runs or starts it (hack/cluster.py up), and stops it again at the end only if
-it started it (set MYDB_KEEP_CLUSTER=1 to keep it). The host has one real
-node: while the tests run, another cluster that has it (the demo's) is paused
-with `hack/cluster.py stop`, its state kept, and resumed afterwards. Under
-CI=true a control plane that cannot start fails the run; elsewhere the e2e
-tests are skipped with the reason, so the unit tests stay usable on a laptop
-without Go.
+runs or starts it (hack/cluster.py up); the run's end stops it again only if
+the tests started it (set MYDB_KEEP_CLUSTER=1 to keep it). The host has one
+real node: while the tests run, another cluster that has it (the demo's) is
+paused with `hack/cluster.py stop`, its state kept, and resumed afterwards.
+Under CI=true a control plane that cannot start fails the run; elsewhere the
+e2e tests are skipped with the reason, so the unit tests stay usable on a
+laptop without Go.
+
+pytest-xdist workers share the cluster (tests/e2e/sharing.py): tests marked
+`serial` need it alone and run in a second, single-process pass (`make test`).
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from e2e import sharing
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER_PY = REPO / "hack" / "cluster.py"
@@ -94,37 +97,55 @@ def _bin_dir() -> Path:
     return Path(out.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest) -> Cluster:
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+def _reporter_line(config: pytest.Config):
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def say(line: str) -> None:
         if reporter:
             reporter.write_line(f"[cluster] {line}")
+    return say
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    say = _reporter_line(request.config)
     paused = None
     try:
-        paused = _pause_other_real_node_owner(say)
-        kubeconfig, started = _cluster_up()
+        with sharing.cluster_lock():
+            session = sharing.read_session()
+            paused = _pause_other_real_node_owner(say)
+            kubeconfig, started = _cluster_up()
+            sharing.write_session({"started": bool(session.get("started") or started),
+                                   "paused": session.get("paused") or paused})
+            bin_dir = _bin_dir()
     except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
         if paused:
             _resume(paused, say)
         if IN_CI:
             pytest.fail(f"CI=true and no control plane: {error}", pytrace=False)
         pytest.skip(f"no local control plane: {error}")
-    yield Cluster(kubeconfig=kubeconfig, bin_dir=_bin_dir())
-    if started and not os.environ.get("MYDB_KEEP_CLUSTER"):
+    return Cluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's end (the controller under xdist, after every worker): take down the cluster the tests
+    started and resume the one they paused, unless MYDB_KEEP_CLUSTER keeps both for a later run."""
+    if sharing.WORKER or os.environ.get("MYDB_KEEP_CLUSTER"):
+        return
+    state = sharing.read_session()
+    if not state:
+        return
+    if state.get("started"):
         subprocess.run([sys.executable, str(CLUSTER_PY), "down"], check=False)
-    if paused:
-        _resume(paused, say)
+    if state.get("paused"):
+        _resume(state["paused"], _reporter_line(session.config))
+    sharing.forget_session()
 
 
 @pytest.fixture
 def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
-    """A fresh namespace for one test, deleted (without waiting) afterwards."""
-    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"{stem}-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true")
+    """A fresh namespace for one test (this worker's: tests/e2e/sharing.py), deleted (without waiting) afterwards."""
+    name = sharing.create_namespace(cluster, request.node.name)
     yield name
     call = getattr(request.node, "call_report", None)
     if call is not None and call.failed:
@@ -150,8 +171,15 @@ def _what_happened(cluster: Cluster, namespace: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that tear the shared cluster down and up again run last: every fixture built on it
-    (the operator, its CRD and RBAC) would be gone for the tests after them."""
+    """Tests that tear the shared cluster down and up again need it alone (`serial`) and run last: every
+    fixture built on it (the operator, its CRD and RBAC) would be gone for the tests after them.
+    A `serial` test collected by an xdist worker is skipped with the way to run it (a failure under CI)."""
+    for item in items:
+        if item.get_closest_marker("restarts_cluster"):
+            item.add_marker(pytest.mark.serial)
+        if sharing.WORKER and item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.skip(reason="needs the cluster alone: run it without -n "
+                                                    "(make test runs the serial tests after the others)"))
     items.sort(key=lambda item: item.get_closest_marker("restarts_cluster") is not None)
 
 

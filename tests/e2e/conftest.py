@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from . import sharing
 from .realnode import REGISTRY, local_node_platform
 from .waiting import get_json, wait_for
 
@@ -39,14 +40,15 @@ class OperatorProcess:
     starts: int = field(default=0)
     metrics_port: int = 0
     env: dict[str, str] = field(default_factory=dict)  # extra environment, e.g. MYDB_CHART_DIR
-    args: list[str] = field(default_factory=list)  # extra `run` arguments, e.g. ["-n", NAMESPACE]
+    # Extra `run` arguments, e.g. ["-n", NAMESPACE]; by default this worker's namespaces (sharing.py).
+    args: list[str] = field(default_factory=sharing.operator_scope)
     # The operator elects a leader by default. Its Lease goes where the ServiceAccount
     # of hack/install-dev.sh may write one (the kubeconfig names no namespace), and
     # lasts 5 s so that a start after a SIGKILL leads within seconds (a SIGTERM
-    # releases the Lease at once). Every instance of the suite shares this Lease
+    # releases the Lease at once). Every instance of a worker shares its Lease
     # unless a test names another: one stands by while the other runs.
     lease_namespace: str = "mydb-system"
-    lease_name: str = "mydb-operator"
+    lease_name: str = field(default_factory=sharing.lease_name)
     lease_seconds: int = 5
     health_port: int = 0  # /healthz (a standby's says whom it waits for); 0: off
 
@@ -172,15 +174,16 @@ def free_port() -> int:
 def install_crd_and_rbac(cluster) -> Path:
     """hack/install-dev.sh: the CRD, the operator chart's RBAC, and a kubeconfig for its ServiceAccount."""
     kubeconfig = cluster.kubeconfig.parent / "operator-e2e.kubeconfig"
-    subprocess.run(["bash", str(REPO / "hack" / "install-dev.sh"), str(kubeconfig)], check=True,
-                   env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
+    with sharing.cluster_lock():
+        subprocess.run(["bash", str(REPO / "hack" / "install-dev.sh"), str(kubeconfig)], check=True,
+                       env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
     return kubeconfig
 
 
 @pytest.fixture(scope="session")
 def operator(cluster):
     kubeconfig = install_crd_and_rbac(cluster)
-    log_path = cluster.kubeconfig.parent / "logs" / "operator-e2e.log"
+    log_path = cluster.kubeconfig.parent / "logs" / (sharing.WORKER or "main") / "operator-e2e.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     earlier_sessions = log_path.stat().st_size if log_path.exists() else 0  # the log is appended to
     handle = OperatorProcess(cluster=cluster, kubeconfig=kubeconfig, log_path=log_path)
@@ -225,8 +228,9 @@ def published(cluster) -> str:
         urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=5).close()
     except OSError as error:
         pytest.skip(f"no registry at {REGISTRY} (the real node runs it): {error}")
-    result = subprocess.run(["bash", str(REPO / "hack" / "publish-charts.sh"), REGISTRY],
-                            capture_output=True, text=True, timeout=300)
+    with sharing.cluster_lock():
+        result = subprocess.run(["bash", str(REPO / "hack" / "publish-charts.sh"), REGISTRY],
+                                capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"charts: pushed oci://{REGISTRY}/charts/mydatabase:{chart_version('mydatabase')}",

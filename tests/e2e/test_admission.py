@@ -17,13 +17,13 @@ import copy
 import hashlib
 import json
 import re
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
+from .sharing import create_namespace
 from .waiting import get_json, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,9 +59,7 @@ def corpus_namespace(cluster, crd):
     The cases store nothing but the valid starting points of the update cases,
     so they need no namespace each; sharing one keeps the module fast.
     """
-    name = f"admission-corpus-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true")
+    name = create_namespace(cluster, "admission-corpus")
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

@@ -8,15 +8,16 @@ import stat
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
 
+from .sharing import create_namespace
 from .waiting import get_json, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.e2e
+# The module's CronJob ticks while its other tests run: one xdist worker runs them all.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("cluster")]
 
 
 def versions() -> dict[str, str]:
@@ -32,9 +33,7 @@ def apply(cluster, namespace: str, manifest: dict) -> None:
 def ticking(cluster):
     """An every-minute CronJob made as the module starts, in a namespace of its own: by the module's last test,
     which looks at it, the minute has come round while the other tests ran (waiting for it alone took 30 s)."""
-    namespace = f"cluster-cron-tick-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", namespace)
-    cluster.kubectl("label", "namespace", namespace, "mydb.test/e2e=true")
+    namespace = create_namespace(cluster, "cluster-cron-tick")
     apply(cluster, namespace, {
         "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
         "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {

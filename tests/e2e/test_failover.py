@@ -34,10 +34,12 @@ from .primaries import (
     wait_until,
 )
 from .realnode import NODE_NAME, local_node_platform
+from .sharing import create_namespace
 from .test_real_postgres import ROW_FACTS, rows, wait_streaming, write_rows
 from .waiting import get_json, wait_for
 
-pytestmark = pytest.mark.e2e
+# One database serves the module's tests in turn: one xdist worker runs them all.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("failover")]
 PODS = ["ha-0", "ha-1", "ha-2"]
 
 
@@ -75,9 +77,7 @@ def settled(cluster, namespace: str, primary: str, name: str = "ha") -> None:
 @pytest.fixture(scope="module")
 def ha(cluster, operator, tmp_path_factory):
     """A namespace for the module, and an operator for it whose databases run on the real node."""
-    namespace = f"failover-{int(time.time()) % 100000}"
-    cluster.kubectl("create", "namespace", namespace)
-    cluster.kubectl("label", "namespace", namespace, "mydb.test/e2e=true")
+    namespace = create_namespace(cluster, "failover")
     platform = tmp_path_factory.mktemp("failover") / "platform.yaml"
     platform.write_text(yaml.safe_dump(local_node_platform()))
     with operator_instead(operator, namespace, "operator-failover.log", MYDB_PLATFORM_CONFIG=str(platform)) as own:

@@ -390,6 +390,7 @@ def test_sigkill_chaos_converges_and_loses_nothing(cluster, operator, namespace)
 
 
 
+@pytest.mark.serial  # every worker's operator and kubectl would lose the API server too
 def test_api_server_restart_needs_no_operator_restart(cluster, operator, namespace):
     """After the API server restarts, spec changes converge promptly, quietly, with the same operator process.
 

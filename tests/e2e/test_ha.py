@@ -20,7 +20,8 @@ from .conftest import OperatorProcess, free_port, wait_ready
 from .test_operator import apply_db, helm
 from .waiting import get_json, wait_for
 
-pytestmark = pytest.mark.e2e
+# The suite's operator manages every namespace here, and each test stops it: they need the cluster alone.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 LEASE_SECONDS = 6
 LEASE_NAMESPACE = "mydb-system"  # where hack/install-dev.sh lets the suite's ServiceAccount write Leases
 DATABASE = {"replicas": 1, "version": "15.2", "storage": "1Gi"}
@@ -30,7 +31,7 @@ def instance(operator: OperatorProcess, name: str, lease: str, args: Sequence[st
     """Another `mydb-operator run` beside (or instead of) the suite's, with its own log and /healthz port."""
     return OperatorProcess(cluster=operator.cluster, kubeconfig=operator.kubeconfig,
                            log_path=operator.log_path.parent / f"operator-{name}.log", lease_name=lease,
-                           lease_seconds=LEASE_SECONDS, health_port=free_port(), args=list(args))
+                           lease_seconds=LEASE_SECONDS, health_port=free_port(), args=list(args), resync=4)
 
 
 def healthz(process: OperatorProcess) -> str:

@@ -37,7 +37,8 @@ CHART = REPO / "charts" / "mydatabase-operator"
 CRD_SOURCE = REPO / "crds" / "mydatabases.myapp.example.com.yaml"
 CRD = "mydatabases.myapp.example.com"
 SUFFIX = uuid.uuid4().hex[:5]
-pytestmark = pytest.mark.e2e
+# They change the CRD's managers and install cluster-wide RBAC: they need the cluster alone.
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 ALL = {"get", "list", "watch", "create", "update", "patch", "delete"}
 # What the operator may do in a namespace it manages, as `kubectl auth can-i --list` names it.

@@ -1,0 +1,90 @@
+"""How pytest-xdist workers share one local cluster.
+
+`make test` runs the suite twice over one cluster: every test not marked
+`serial` across several workers (`pytest -n`), then the `serial` ones alone.
+Each worker runs its own operator, scoped to the namespaces whose names start
+with the worker's name (`gw0-*`), under a Lease of its own; every namespace a
+test makes starts with that name, so a worker's operator sees only its own
+tests' databases and two workers' operators never overlap. Without xdist the
+prefix is empty and the operator manages every namespace, as before.
+
+Set-ups that change the cluster as a whole (bringing it up, the CRD and RBAC,
+the charts in the registry) run under one file lock. The first process to
+bring the cluster up writes what it did (started it, paused another cluster)
+to a session file; the process that ends the run (pytest's controller, never a
+worker) reads it to take the cluster down and resume the other one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... under xdist; "" otherwise
+PREFIX = f"{WORKER}-" if WORKER else ""
+
+
+def cluster_dir() -> Path:
+    return Path(os.environ["MYDB_CLUSTER_DIR"])
+
+
+def namespace_name(stem: str) -> str:
+    """A new namespace name for `stem`: the worker's prefix, the stem cut to fit, a random tail."""
+    stem = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:40].strip("-")
+    return f"{PREFIX}{stem}-{uuid.uuid4().hex[:5]}"
+
+
+def create_namespace(cluster, stem: str, *labels: str) -> str:
+    """Create and label (mydb.test/e2e=true, plus `labels`) a namespace of this worker; return its name."""
+    name = namespace_name(stem)
+    cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true", *labels)
+    return name
+
+
+def operator_scope() -> list[str]:
+    """The `run` arguments that scope this worker's operator: none (all namespaces) without xdist."""
+    return ["-n", f"{PREFIX}*"] if WORKER else []
+
+
+def lease_name(base: str = "mydb-operator") -> str:
+    return f"{base}-{WORKER}" if WORKER else base
+
+
+@contextlib.contextmanager
+def cluster_lock() -> Iterator[None]:
+    """Held while one process changes what every worker shares."""
+    path = cluster_dir().with_name(cluster_dir().name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _session_file() -> Path:
+    return cluster_dir().with_name(cluster_dir().name + ".session.json")
+
+
+def read_session() -> dict:
+    """{"started": whether the tests started the cluster, "paused": the environment of a cluster they paused}."""
+    try:
+        return json.loads(_session_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_session(session: dict) -> None:
+    _session_file().write_text(json.dumps(session))
+
+
+def forget_session() -> None:
+    _session_file().unlink(missing_ok=True)
