@@ -6,6 +6,7 @@ Only the standard library is used so that this runs before any venv exists.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import ssl
@@ -75,8 +76,22 @@ def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> Non
         lines.append(f"subjectAltName={server_sans}")
     ext.write_text("\n".join(lines) + "\n")
     openssl(
-        "x509", "-req", "-in", str(csr), "-CA", str(PKI_DIR / "ca.crt"), "-CAkey", str(PKI_DIR / "ca.key"),
-        "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(PKI_DIR / "ca.crt"),
+        "-CAkey",
+        str(PKI_DIR / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-sha256",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(crt),
     )
 
 
@@ -104,11 +119,16 @@ def running_pid(name: str, pid_dir: Path = PID_DIR) -> int | None:
 
 
 def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-    log_file = open(LOG_DIR / f"{name}.log", "ab")
-    process = subprocess.Popen(
-        args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        env=env,
-    )
+    # The child has its own copy of the log's descriptor: ours closes once it is started.
+    with open(LOG_DIR / f"{name}.log", "ab") as log_file:
+        process = subprocess.Popen(
+            args,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
     pid_file(name).write_text(str(process.pid))
     log(f"started {name} (pid {process.pid}, log {LOG_DIR / (name + '.log')})")
 
@@ -124,10 +144,8 @@ def stop(name: str) -> None:
         time.sleep(0.1)
     else:
         os.kill(pid, signal.SIGKILL)
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
     log(f"stopped {name} (pid {pid})")
 
 

@@ -19,6 +19,7 @@ namespaces, links, iptables chains, the route, and the sysctls it changed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -30,8 +31,22 @@ import time
 from pathlib import Path
 
 from harness import (
-    CACHE_DIR, CLUSTER_DIR, HACK_DIR, PKI_DIR, POD_CIDR, PORT_BASE, SAFE_RANGE, STATE_DIR,
-    http_ok, log, make_cert, run, running_pid, start, stop, wait_until,
+    CACHE_DIR,
+    CLUSTER_DIR,
+    HACK_DIR,
+    PKI_DIR,
+    POD_CIDR,
+    PORT_BASE,
+    SAFE_RANGE,
+    STATE_DIR,
+    http_ok,
+    log,
+    make_cert,
+    run,
+    running_pid,
+    start,
+    stop,
+    wait_until,
 )
 
 NODE_NAME = "mydb-real-node"
@@ -60,8 +75,13 @@ GUARD_CHAIN = "MYDB-GUARD"
 COMPONENTS = ["registry", "containerd", "coredns", "kubelet", "kube-proxy"]
 # What the node needs from the host, and the Debian package that brings it.
 HOST_COMMANDS = {
-    "ip": "iproute2", "iptables": "iptables", "iptables-save": "iptables", "conntrack": "conntrack",
-    "containerd": "containerd", "runc": "runc", "ctr": "containerd",
+    "ip": "iproute2",
+    "iptables": "iptables",
+    "iptables-save": "iptables",
+    "conntrack": "conntrack",
+    "containerd": "containerd",
+    "runc": "runc",
+    "ctr": "containerd",
 }
 CNI_BIN_DIR = Path("/usr/lib/cni")
 CNI_PLUGINS = ["bridge", "host-local", "loopback"]
@@ -117,11 +137,17 @@ def host_problems() -> list[str]:
             problems.append(f"`{command}` is missing: apt-get install {package} (hack/install-node-packages.sh)")
     for plugin in CNI_PLUGINS:
         if not (CNI_BIN_DIR / plugin).exists():
-            problems.append(f"CNI plugin {CNI_BIN_DIR / plugin} is missing: apt-get install containernetworking-plugins")
+            problems.append(
+                f"CNI plugin {CNI_BIN_DIR / plugin} is missing: apt-get install containernetworking-plugins"
+            )
     if not Path("/sys/fs/cgroup/memory").is_dir() and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        problems.append("no memory cgroup at /sys/fs/cgroup/memory (v1) nor a cgroup v2 root: the kubelet cannot run pods")
+        problems.append(
+            "no memory cgroup at /sys/fs/cgroup/memory (v1) nor a cgroup v2 root: the kubelet cannot run pods"
+        )
     if not Path("/proc/sys/net/bridge/bridge-nf-call-iptables").exists():
-        problems.append("br_netfilter is not loaded (modprobe br_netfilter): Services between pods of the bridge need it")
+        problems.append(
+            "br_netfilter is not loaded (modprobe br_netfilter): Services between pods of the bridge need it"
+        )
     return problems
 
 
@@ -180,17 +206,23 @@ def write_cni_config() -> Path:
     network = {
         "cniVersion": "1.0.0",
         "name": "mydb",
-        "plugins": [{
-            "type": "bridge", "bridge": BRIDGE,
-            # The harness owns the bridge address; the plugin neither takes
-            # the gateway address nor turns on forwarding host-wide.
-            "isGateway": False, "ipMasq": False, "hairpinMode": True,
-            "ipam": {
-                "type": "host-local", "dataDir": str(STATE_DIR / "cni" / "ipam"),
-                "ranges": [[{"subnet": NODE_SUBNET, "rangeStart": "198.18.128.10", "gateway": NODE_IP}]],
-                "routes": [{"dst": SAFE_RANGE, "gw": NODE_IP}],
-            },
-        }],
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                # The harness owns the bridge address; the plugin neither takes
+                # the gateway address nor turns on forwarding host-wide.
+                "isGateway": False,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": str(STATE_DIR / "cni" / "ipam"),
+                    "ranges": [[{"subnet": NODE_SUBNET, "rangeStart": "198.18.128.10", "gateway": NODE_IP}]],
+                    "routes": [{"dst": SAFE_RANGE, "gw": NODE_IP}],
+                },
+            }
+        ],
     }
     (conf_dir / "10-mydb.conflist").write_text(json.dumps(network, indent=2) + "\n")
     return conf_dir
@@ -202,12 +234,17 @@ def write_cni_config() -> Path:
 def start_registry(bins: Path) -> None:
     REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
     config = STATE_DIR / "registry.yaml"
-    config.write_text(json.dumps({
-        "version": 0.1,
-        "log": {"level": "warn", "accesslog": {"disabled": True}},
-        "storage": {"filesystem": {"rootdirectory": str(REGISTRY_DIR)}, "delete": {"enabled": True}},
-        "http": {"addr": REGISTRY},
-    }) + "\n")
+    config.write_text(
+        json.dumps(
+            {
+                "version": 0.1,
+                "log": {"level": "warn", "accesslog": {"disabled": True}},
+                "storage": {"filesystem": {"rootdirectory": str(REGISTRY_DIR)}, "delete": {"enabled": True}},
+                "http": {"addr": REGISTRY},
+            }
+        )
+        + "\n"
+    )
     start("registry", [str(bins / "registry"), "serve", str(config)])
     wait_until("registry", lambda: http_ok(f"http://{REGISTRY}/v2/"), process="registry")
 
@@ -235,8 +272,8 @@ def write_containerd_config(pause_image: str, cni_conf_dir: Path) -> Path:
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     config = STATE_DIR / "containerd.toml"
     config.write_text(f"""version = 2
-root = "{STATE_DIR / 'containerd' / 'root'}"
-state = "{RUN_DIR / 'containerd'}"
+root = "{STATE_DIR / "containerd" / "root"}"
+state = "{RUN_DIR / "containerd"}"
 [grpc]
   address = "{CONTAINERD_SOCKET}"
 [{cri}]
@@ -256,7 +293,7 @@ state = "{RUN_DIR / 'containerd'}"
   bin_dir = "{CNI_BIN_DIR}"
   conf_dir = "{cni_conf_dir}"
 [{cri}.registry]
-  config_path = "{STATE_DIR / 'containerd' / 'certs.d'}"
+  config_path = "{STATE_DIR / "containerd" / "certs.d"}"
 """)
     return config
 
@@ -264,8 +301,11 @@ state = "{RUN_DIR / 'containerd'}"
 def start_containerd(config: Path) -> None:
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     start("containerd", ["containerd", "--config", str(config)])
-    wait_until("containerd", lambda: run("ctr", "--address", str(CONTAINERD_SOCKET), "version",
-                                         check=False).returncode == 0, process="containerd")
+    wait_until(
+        "containerd",
+        lambda: run("ctr", "--address", str(CONTAINERD_SOCKET), "version", check=False).returncode == 0,
+        process="containerd",
+    )
 
 
 # ---------------------------------------------------------------- CoreDNS
@@ -310,35 +350,56 @@ def start_kubelet(bins: Path, kubeconfig: Path) -> None:
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_IP, "port": KUBELET_PORT, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": KUBELET_HEALTHZ_PORT,
+        "address": NODE_IP,
+        "port": KUBELET_PORT,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": KUBELET_HEALTHZ_PORT,
         "tlsCertFile": str(PKI_DIR / "kubelet-serving.crt"),
         "tlsPrivateKeyFile": str(PKI_DIR / "kubelet-serving.key"),
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                           "x509": {"clientCAFile": str(PKI_DIR / "ca.crt")}},
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(PKI_DIR / "ca.crt")},
+        },
         "authorization": {"mode": "Webhook"},
         "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
         "cgroupDriver": "cgroupfs",
         # This host mounts the cgroup v1 hierarchy, which the kubelet refuses by default.
         "failCgroupV1": False,
         "failSwapOn": False,
-        "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN, "resolvConf": str(resolv),
+        "clusterDNS": [NODE_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(resolv),
         "registerWithTaints": [{"key": NODE_LABEL, "value": "true", "effect": "NoSchedule"}],
         # A test machine's disk is shared with everything else: evict only when it is really full.
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
     }
     path = STATE_DIR / "kubelet.yaml"
     path.write_text(json.dumps(config, indent=2) + "\n")
     root = RUN_DIR / "kubelet"
     root.mkdir(parents=True, exist_ok=True)
-    start("kubelet", [
-        str(bins / "kubelet"), f"--config={path}", f"--kubeconfig={kubeconfig}", f"--root-dir={root}",
-        f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
-        f"--node-labels={NODE_LABEL}=true", "--v=1",
-    ])
+    start(
+        "kubelet",
+        [
+            str(bins / "kubelet"),
+            f"--config={path}",
+            f"--kubeconfig={kubeconfig}",
+            f"--root-dir={root}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={NODE_IP}",
+            f"--node-labels={NODE_LABEL}=true",
+            "--v=1",
+        ],
+    )
     wait_until("kubelet", lambda: http_ok(f"http://127.0.0.1:{KUBELET_HEALTHZ_PORT}/healthz"), process="kubelet")
 
 
@@ -363,22 +424,33 @@ def start_kube_proxy(bins: Path, kubeconfig: Path) -> None:
     path = STATE_DIR / "kube-proxy.yaml"
     path.write_text(json.dumps(config, indent=2) + "\n")
     start("kube-proxy", [str(bins / "kube-proxy"), f"--config={path}"])
-    wait_until("kube-proxy", lambda: http_ok(f"http://127.0.0.1:{PROXY_HEALTHZ_PORT}/healthz"),
-               process="kube-proxy")
+    wait_until("kube-proxy", lambda: http_ok(f"http://127.0.0.1:{PROXY_HEALTHZ_PORT}/healthz"), process="kube-proxy")
 
 
 def coredns_rbac() -> dict:
     name = "mydb:coredns"
-    return {"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
-         "rules": [
-             {"apiGroups": [""], "resources": ["services", "pods", "namespaces"], "verbs": ["list", "watch"]},
-             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
-         ]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]},
-    ]}
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": name},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+                    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+            },
+        ],
+    }
 
 
 def up(bins: Path, kubectl, kubeconfig_for) -> None:
@@ -388,8 +460,9 @@ def up(bins: Path, kubectl, kubeconfig_for) -> None:
     writes a kubeconfig for PKI_DIR/name.{crt,key} and returns its path."""
     problems = host_problems()
     if problems:
-        raise SystemExit("this host cannot run the real node (MYDB_REAL_NODE=0 runs without it):\n- "
-                         + "\n- ".join(problems))
+        raise SystemExit(
+            "this host cannot run the real node (MYDB_REAL_NODE=0 runs without it):\n- " + "\n- ".join(problems)
+        )
     claim()
     make_node_pki()
     setup_network()
@@ -431,10 +504,8 @@ def terminate_containers(grace: float) -> None:
     containers are gone: they carry the containers' output to the logs, and a shim that ends takes its
     container with it."""
     for pid in our_processes(shims=False):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + grace
     while our_processes(shims=False) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -446,10 +517,8 @@ def kill_containers() -> None:
         if not pids:
             return
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.1)
     raise SystemExit(f"container processes survive SIGKILL: {our_processes()}")
 
@@ -474,8 +543,7 @@ def unmount_all() -> None:
 def our_links() -> list[str]:
     """The bridge and every link enslaved to it (the pods' veth ends)."""
     out = run("ip", "-j", "link", "show", check=False).stdout or "[]"
-    return [link["ifname"] for link in json.loads(out)
-            if link["ifname"] == BRIDGE or link.get("master") == BRIDGE]
+    return [link["ifname"] for link in json.loads(out) if link["ifname"] == BRIDGE or link.get("master") == BRIDGE]
 
 
 def remove_links() -> None:
@@ -521,10 +589,8 @@ def remove_cgroups() -> None:
     """The kubelet's kubepods hierarchy in every controller, deepest first (a cgroup goes once empty)."""
     folders = [p for top in Path("/sys/fs/cgroup").glob("*/kubepods*") for p in [top, *top.rglob("*")] if p.is_dir()]
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-        try:
+        with contextlib.suppress(OSError):
             folder.rmdir()
-        except OSError:
-            pass
 
 
 def cni_namespaces() -> list[str]:
@@ -573,4 +639,3 @@ def leftovers() -> list[str]:
     if owner():
         found.append(f"file {OWNER_FILE}")
     return found
-

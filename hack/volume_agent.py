@@ -42,9 +42,9 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from datetime import UTC, datetime
 
 # Ask the server to end each watch after this long; the socket gives up a bit
 # later if the server went silent (no event and no bookmark) in between.
@@ -93,7 +93,7 @@ def folders_to_remove(pvs: Iterable[dict], existing: Iterable[str], volume_dir: 
 
 
 def log(message: str) -> None:
-    stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     print(f"{stamp} {message}", flush=True)
 
 
@@ -163,19 +163,20 @@ def parse_kubeconfig(text: str) -> dict[str, str]:
     hack/cluster.py writes kubeconfigs as JSON (which is YAML); a YAML one with a
     single cluster and user (as `kubectl config view --raw --minify` prints) is
     read key by key, since there is no YAML parser in the standard library."""
-    keys = ("server", "certificate-authority-data", "certificate-authority", "client-certificate-data",
-            "client-certificate", "client-key-data", "client-key", "token")
+    keys = (
+        "server",
+        "certificate-authority-data",
+        "certificate-authority",
+        "client-certificate-data",
+        "client-certificate",
+        "client-key-data",
+        "client-key",
+        "token",
+    )
     try:
         config = json.loads(text)
     except ValueError:
-        found = {}
-        for key in keys:
-            match = re.search(rf"^\s*{re.escape(key)}:\s*['\"]?([^'\"\s]+)", text, re.M)
-            if match:
-                found[key] = match.group(1)
-        if "server" not in found:
-            raise ValueError("no server in the kubeconfig")
-        return found
+        return _parse_yaml_kubeconfig(text, keys)
     current = config.get("current-context")
     contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
     context = contexts.get(current) or next(iter(contexts.values()), {})
@@ -184,6 +185,18 @@ def parse_kubeconfig(text: str) -> dict[str, str]:
     cluster = clusters.get(context.get("cluster")) or next(iter(clusters.values()), {})
     user = users.get(context.get("user")) or next(iter(users.values()), {})
     found = {key: value for key, value in {**cluster, **user}.items() if key in keys and isinstance(value, str)}
+    if "server" not in found:
+        raise ValueError("no server in the kubeconfig")
+    return found
+
+
+def _parse_yaml_kubeconfig(text: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """The first value of each of `keys` in a YAML kubeconfig, read line by line."""
+    found = {}
+    for key in keys:
+        match = re.search(rf"^\s*{re.escape(key)}:\s*['\"]?([^'\"\s]+)", text, re.M)
+        if match:
+            found[key] = match.group(1)
     if "server" not in found:
         raise ValueError("no server in the kubeconfig")
     return found
@@ -256,8 +269,14 @@ def list_pvs(server: Server) -> tuple[list[dict], str]:
 
 def watch_pvs(server: Server, resource_version: str) -> Iterator[dict]:
     """The watch events after resource_version, until the server ends the watch."""
-    query = urllib.parse.urlencode({"watch": "1", "resourceVersion": resource_version,
-                                    "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS)})
+    query = urllib.parse.urlencode(
+        {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
+        }
+    )
     connection = server.connect(timeout=WATCH_TIMEOUT_SECONDS + SOCKET_SLACK_SECONDS)
     try:
         connection.request("GET", f"{PV_PATH}?{query}", headers=server.headers())
@@ -292,8 +311,11 @@ class Agent:
         items, resource_version = list_pvs(self.server)
         self.pvs = {pv["metadata"]["name"]: pv for pv in items}
         existing = existing_folders(self.volume_dir)
-        apply(self.volume_dir, folders_to_create(items, existing, self.volume_dir),
-              folders_to_remove(items, existing, self.volume_dir))
+        apply(
+            self.volume_dir,
+            folders_to_create(items, existing, self.volume_dir),
+            folders_to_remove(items, existing, self.volume_dir),
+        )
         return resource_version
 
     def handle(self, event: dict) -> str | None:
@@ -308,16 +330,21 @@ class Agent:
             self.pvs[name] = pv
             folder = volume_folder(pv, self.volume_dir)
             if folder is not None:
-                apply(self.volume_dir, folders_to_create([pv], folder_exists(self.volume_dir, folder),
-                                                         self.volume_dir), [])
+                apply(
+                    self.volume_dir,
+                    folders_to_create([pv], folder_exists(self.volume_dir, folder), self.volume_dir),
+                    [],
+                )
         elif kind == "DELETED" and name:
             self.pvs.pop(name, None)
             folder = volume_folder(pv, self.volume_dir)
             if folder is not None:
                 # Another PV may name the same folder: then it stays.
-                apply(self.volume_dir, [], folders_to_remove(self.pvs.values(),
-                                                             folder_exists(self.volume_dir, folder),
-                                                             self.volume_dir))
+                apply(
+                    self.volume_dir,
+                    [],
+                    folders_to_remove(self.pvs.values(), folder_exists(self.volume_dir, folder), self.volume_dir),
+                )
         return (pv.get("metadata") or {}).get("resourceVersion")
 
     def run(self) -> None:
@@ -362,8 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         os.makedirs(volume_dir, exist_ok=True)
         agent = Agent(server_from_kubeconfig(args.kubeconfig), volume_dir)
-        log(f"volume agent started: folders under {volume_dir}, API server "
-            f"{agent.server.host}:{agent.server.port}")
+        log(f"volume agent started: folders under {volume_dir}, API server {agent.server.host}:{agent.server.port}")
         agent.run()
     except Stop as reason:
         log(f"stopping ({reason})")
