@@ -31,6 +31,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import node
 from harness import (
@@ -347,7 +348,7 @@ def kubectl(bins: Path, *args: str, stdin: str | None = None, kubeconfig: Path =
     return result.stdout
 
 
-def node_manifest(index: int) -> dict:
+def node_manifest(index: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -366,7 +367,7 @@ def node_manifest(index: int) -> dict:
     }
 
 
-def node_capacity() -> dict:
+def node_capacity() -> dict[str, Any]:
     """Simulated capacity: enough for a benchmark of hundreds of databases. Ephemeral storage too: a
     pod that requests some (the chart's presets do) never fits a node that reports none."""
     resources = {"cpu": "1000", "memory": "4Ti", "ephemeral-storage": "100Ti", "pods": "2000"}

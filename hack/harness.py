@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HACK_DIR = Path(__file__).resolve().parent
 REPO_DIR = HACK_DIR.parent
@@ -46,7 +48,7 @@ def log(message: str) -> None:
     print(f"[cluster {time.monotonic() - START:5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def run(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def run(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """A command whose failure is reported with its own words."""
     result = subprocess.run(args, text=True, capture_output=True, **kwargs)
     if check and result.returncode != 0:
@@ -157,12 +159,13 @@ def http_ok(url: str, *, client_cert: bool = False, timeout: float = 2.0) -> boo
         context.load_cert_chain(PKI_DIR / "admin.crt", PKI_DIR / "admin.key")
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
-            return response.status == 200
+            status: int = response.status
+            return status == 200
     except OSError:
         return False
 
 
-def wait_until(what: str, check, timeout: float = 120.0, process: str | None = None) -> None:
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 120.0, process: str | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():

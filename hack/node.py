@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypedDict
 
 from harness import CLUSTER_DIR, PORT_BASE, SAFE_RANGE, log, running_pid, stop
 from node_containers import REGISTRY as REGISTRY  # `as`: hack/cluster.py reads it as node.REGISTRY
@@ -79,6 +81,19 @@ HOST_COMMANDS = {
 OWNER_FILE = Path("/run/mydb-real-node.json")
 
 
+class Owner(TypedDict):
+    """What OWNER_FILE says: the cluster that last started the real node."""
+
+    cluster_dir: str
+    port_base: int
+
+
+class Kubectl(Protocol):
+    """The admin kubectl: kubectl(*args, stdin=...) returns its output."""
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str: ...
+
+
 def enabled() -> bool:
     """MYDB_REAL_NODE=0 runs the control plane with kwok nodes only (a second cluster beside the first)."""
     return os.environ.get("MYDB_REAL_NODE", "1") != "0"
@@ -87,15 +102,16 @@ def enabled() -> bool:
 # -------------------------------------------------------------- ownership
 
 
-def owner() -> dict | None:
+def owner() -> Owner | None:
     """{"cluster_dir": ..., "port_base": ...} of the cluster that last started the real node, if any."""
     try:
-        return json.loads(OWNER_FILE.read_text())
+        found: Owner = json.loads(OWNER_FILE.read_text())
+        return found
     except (OSError, ValueError):
         return None
 
 
-def running_elsewhere() -> dict | None:
+def running_elsewhere() -> Owner | None:
     """The owner, when it is another cluster whose kubelet is still running: this one must not touch the node."""
     found = owner()
     if not found or Path(found["cluster_dir"]).resolve() == CLUSTER_DIR.resolve():
@@ -143,7 +159,7 @@ def cgroup_v1() -> bool:
     return not Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
-def up(bins: Path, kubectl, kubeconfig_for) -> None:
+def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> None:
     """Start the real node on a running control plane.
 
     kubectl(*args, stdin=...) runs the admin kubectl; kubeconfig_for(name)

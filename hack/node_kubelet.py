@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from harness import PKI_DIR, POD_CIDR, PORT_BASE, STATE_DIR, http_ok, make_cert, start, wait_until
 from node_containers import CONTAINERD_SOCKET, RUN_DIR
@@ -47,7 +48,7 @@ def start_coredns(bins: Path, kubeconfig: Path) -> None:
     wait_until("coredns", lambda: http_ok(f"http://127.0.0.1:{COREDNS_READY_PORT}/ready"), process="coredns")
 
 
-def coredns_rbac() -> dict:
+def coredns_rbac() -> dict[str, Any]:
     name = "mydb:coredns"
     return {
         "apiVersion": "v1",
