@@ -11,9 +11,9 @@ demo: venv node-packages ## start the local control plane and the operator, appl
 test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane
 	$(PY) -m pytest tests bench
 
-lint: venv ## ruff (lint, format) on operator/ and bench/, mypy --strict and the import-linter layers on operator/ (pyproject.toml configures each)
-	$(VENV)/bin/ruff check operator bench
-	$(VENV)/bin/ruff format --check operator bench
+lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
+	$(VENV)/bin/ruff check operator bench hack
+	$(VENV)/bin/ruff format --check operator bench hack
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
