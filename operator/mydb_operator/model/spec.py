@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,10 +9,10 @@ from typing import Any
 from .cron import check_cron
 from .errors import SpecError
 from .quantity import parse_quantity
+from .retention import RETENTION_DEFAULT, valid_retention
 from .versions import VERSION_PATTERN, major, supported_range
 
 DELETION_RETAIN, DELETION_DELETE = "Retain", "Delete"
-RETENTION_PATTERN = re.compile(r"^[1-9][0-9]*[hdw]$")
 # How long the primary may stop serving before a replica takes over (seconds), and how far behind
 # the primary's last known WAL position a replica may be and still be promoted (docs/high-availability.md).
 FAILOVER_DELAY_SECONDS = 3
@@ -23,7 +22,7 @@ MAX_LAG_ON_FAILOVER = "16Mi"
 @dataclass(frozen=True)
 class Backup:
     schedule: str
-    retention: str = "7d"
+    retention: str = RETENTION_DEFAULT
     storage: str = "10Gi"
     resources: Mapping[str, Any] = field(default_factory=dict)
     continuous: bool = True  # the WAL archive and base backups, for recovery to a moment
@@ -83,7 +82,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         hibernate=bool(spec.get("hibernate", False)),
         backup=Backup(
             schedule=_text(backup, "schedule", "backup.schedule"),
-            retention=backup.get("retention") or "7d",
+            retention=_text(backup, "retention", "backup.retention", RETENTION_DEFAULT),
             storage=str(backup.get("storage") or "10Gi"),
             resources=dict(backup.get("resources") or {}),
             continuous=bool(backup.get("continuous", True)),
@@ -128,8 +127,11 @@ def _integer(field_path: str, value: Any) -> int:
     return value
 
 
-def _text(section: Mapping[str, Any], key: str, field_path: str) -> str:
+def _text(section: Mapping[str, Any], key: str, field_path: str, default: str | None = None) -> str:
+    """The string at KEY; absent (or null, which the API server prunes before defaulting): DEFAULT, or required."""
     value = section.get(key)
+    if value is None and default is not None:
+        return default
     if value is None:
         raise SpecError(field_path, "is required")
     if not isinstance(value, str):
@@ -154,7 +156,7 @@ def validate(spec: DatabaseSpec) -> None:
         raise SpecError("deletionPolicy", f"must be Retain or Delete, got {spec.deletion_policy!r}")
     if spec.backup:
         check_cron("backup.schedule", spec.backup.schedule)
-        if not RETENTION_PATTERN.match(spec.backup.retention):
+        if not valid_retention(spec.backup.retention):
             raise SpecError("backup.retention", f"{spec.backup.retention!r} is not like 7d, 12h or 4w")
         _check_quantity("backup.storage", spec.backup.storage)
 

@@ -1,0 +1,196 @@
+"""One source per rule (issue #36): where a rule is written in more than one file, the copies agree.
+
+The CRD (crds/) is the API's source of each rule; the operator says it again in
+Python (model/), the chart in values.schema.json and values.yaml, and a chart
+script where the pods act on it. None of these files can import another, so
+each copy is held here to the source: the patterns and defaults as text, and a
+table of examples judged by every copy. No cluster and no helm: the scripts run
+under sh, the patterns under Python's re (the CRD's regexes are written to read
+alike in RE2, ECMA-262 and Python: tests/unit/test_crd_schema.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mydb_operator.model.errors import SpecError
+from mydb_operator.model.retention import (
+    RETENTION_DEFAULT,
+    RETENTION_MAX_LENGTH,
+    RETENTION_PATTERN,
+    RETENTION_PATTERN_TEXT,
+    retention_seconds,
+)
+from mydb_operator.model.spec import parse_spec
+from mydb_operator.model.timestamps import rfc3339
+from mydb_operator.policy.archive import base_backups
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_PATH = ROOT / "crds" / "mydatabases.myapp.example.com.yaml"
+CHART = ROOT / "charts" / "mydatabase"
+PRUNE = CHART / "scripts" / "prune.sh"
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict:
+    (v1,) = yaml.safe_load(CRD_PATH.read_text())["spec"]["versions"]
+    return v1["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+@pytest.fixture(scope="module")
+def chart() -> dict:
+    return yaml.safe_load((CHART / "values.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def chart_defaults() -> dict:
+    return yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def at(schema: dict, dotted: str) -> dict:
+    for part in dotted.split("."):
+        schema = schema["properties"][part]
+    return schema
+
+
+def cel_patterns(schema: dict) -> list[str]:
+    """The regexes of the field's CEL rules that are one self.matches('...')."""
+    rules = [r["rule"].strip() for r in schema.get("x-kubernetes-validations", [])]
+    return [m.group(1) for rule in rules if (m := re.fullmatch(r"self\.matches\('([^']*)'\)", rule))]
+
+
+def accepts(schema: dict, value: str) -> bool:
+    """As a JSON schema (and the API server's OpenAPI) judges a string: pattern and maxLength."""
+    assert "\n" not in value  # Python's $ would match before a final newline; RE2 and ECMA-262 do not
+    if len(value) > schema.get("maxLength", len(value)):
+        return False
+    return re.search(schema["pattern"], value) is not None
+
+
+def spec_with(**backup: str) -> dict:
+    return {"replicas": 1, "version": "15.2", "storage": "1Gi", "backup": {"schedule": "0 2 * * *", **backup}}
+
+
+def operator_accepts(spec: dict) -> bool:
+    try:
+        parse_spec(spec)
+    except SpecError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- retention
+
+# (value, what the CRD says): every copy of the rule must say the same.
+RETENTIONS = [
+    ("7d", True),
+    ("12h", True),
+    ("1w", True),
+    ("4w", True),
+    ("1h", True),
+    ("52w", True),
+    ("9999999w", True),  # the longest the CRD takes
+    ("0d", False),  # the chart's schema took it once; the CRD never did
+    ("0h", False),
+    ("07d", False),
+    ("10000000d", False),  # longer than maxLength
+    ("7", False),
+    ("7m", False),
+    ("7 d", False),
+    ("d", False),
+    ("-1d", False),
+    ("7D", False),
+    ("7dd", False),
+    ("bogus", False),
+    ("", False),
+]
+
+
+def prune_pattern() -> str:
+    (found,) = re.findall(r"^RETENTION_PATTERN='([^']*)'$", PRUNE.read_text(), re.M)
+    return found
+
+
+def prune_accepts(tmp_path: Path, retention: str) -> bool:
+    """prune.sh on an empty backups directory: it refuses a retention before it looks at any file."""
+    backups = tmp_path / "empty"
+    backups.mkdir(exist_ok=True)
+    env = {"PATH": os.environ["PATH"], "BACKUP_DIR": str(backups), "BACKUP_RETENTION": retention, "NOW": "0"}
+    result = subprocess.run(["sh", str(PRUNE)], env=env, capture_output=True, text=True, timeout=30)
+    return result.returncode == 0
+
+
+def test_the_retention_rule_is_the_crds_in_every_file(crd, chart, chart_defaults):
+    """One pattern, one maxLength, one default: the CRD's, written again (as text) by the CRD's CEL rule, the
+    chart's schema, prune.sh and model/retention.py; the defaults of the CRD, the chart and the operator."""
+    source = at(crd, "backup.retention")
+    assert source["pattern"] == RETENTION_PATTERN_TEXT == RETENTION_PATTERN.pattern
+    assert cel_patterns(source) == [RETENTION_PATTERN_TEXT]
+    assert at(chart, "backup.retention")["pattern"] == RETENTION_PATTERN_TEXT
+    assert prune_pattern() == RETENTION_PATTERN_TEXT
+    assert source["maxLength"] == at(chart, "backup.retention")["maxLength"] == RETENTION_MAX_LENGTH
+    assert source["default"] == RETENTION_DEFAULT == chart_defaults["backup"]["retention"]
+    assert parse_spec(spec_with()).backup.retention == RETENTION_DEFAULT
+
+
+@pytest.mark.parametrize("value, valid", RETENTIONS)
+def test_every_copy_of_the_retention_rule_judges_alike(crd, chart, tmp_path, value, valid):
+    """The CRD (pattern, maxLength, CEL rule), the chart's schema, the operator's parser, the Python keep-window
+    and prune.sh take and refuse the same retentions. prune.sh checks the pattern only: the length is the
+    chart schema's to refuse, and the script gets only what the schema let through."""
+    source = at(crd, "backup.retention")
+    assert accepts(source, value) is valid
+    by_pattern = RETENTION_PATTERN.fullmatch(value) is not None  # what is left once the length is fine
+    assert all(re.search(p, value) for p in cel_patterns(source)) is by_pattern
+    assert accepts(at(chart, "backup.retention"), value) is valid
+    assert operator_accepts(spec_with(retention=value)) is valid
+    try:
+        retention_seconds(value)
+    except ValueError:
+        assert not valid
+    else:
+        assert valid
+    assert prune_accepts(tmp_path, value) is by_pattern
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y%m%dT%H%M%SZ")
+
+
+@pytest.mark.parametrize("retention", ["1h", "12h", "1d", "7d", "2w", "9999999w"])
+def test_prune_sh_and_the_status_keep_the_same_backups(tmp_path, retention):
+    """The keep-window is written twice: prune.sh deletes the backups, policy/archive.py's base_backups says in
+    status which are left (the recovery window starts at the first). On the same backups at the same moment,
+    both keep the same: older than the retention goes (exactly the retention stays), the newest always stays."""
+    now = datetime(2026, 3, 10, 2, 0, 0, tzinfo=UTC)
+    seconds = retention_seconds(retention)
+    ages = {60, 3600, 86400, 3 * 86400, 30 * 86400, 400 * 86400}
+    if seconds < 10 * 365 * 86400:
+        ages |= {seconds - 1, seconds, seconds + 1, 2 * seconds}
+    taken = sorted(now - timedelta(seconds=age) for age in ages)
+    backups = tmp_path / "backups"
+    (backups / "base").mkdir(parents=True)
+    for moment in taken:
+        (backups / f"{stamp(moment)}.dump").write_text("dump")
+        (backups / "base" / stamp(moment)).mkdir()
+        (backups / "base" / stamp(moment) / "info").write_text("start_wal=000000010000000000000001\n")
+    env = {"PATH": os.environ["PATH"], "BACKUP_DIR": str(backups), "BACKUP_RETENTION": retention,
+           "NOW": str(int(now.timestamp()))}  # no archive directory: the WAL step has nothing to do
+    result = subprocess.run(["sh", str(PRUNE)], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+    by_prune_sh = sorted(p.name for p in (backups / "base").iterdir())
+    dumps_by_prune_sh = sorted(p.name.removesuffix(".dump") for p in backups.glob("*.dump"))
+    by_status = base_backups([rfc3339(t) for t in taken], None, None, retention, now)
+    by_python = [stamp(datetime.fromisoformat(t)) for t in by_status]
+    assert by_python == by_prune_sh == dumps_by_prune_sh
+    assert by_prune_sh[-1] == stamp(taken[-1])  # the newest, whatever its age
+    if seconds < 10 * 365 * 86400:
+        assert stamp(now - timedelta(seconds=seconds)) in by_prune_sh
+        assert stamp(now - timedelta(seconds=seconds + 1)) not in by_prune_sh
