@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mydb_operator import names
+from mydb_operator.desired.platform import parse_platform
+from mydb_operator.desired.values import database_values, postgres_port
 from mydb_operator.model.errors import SpecError
 from mydb_operator.model.retention import (
     RETENTION_DEFAULT,
@@ -194,3 +197,51 @@ def test_prune_sh_and_the_status_keep_the_same_backups(tmp_path, retention):
     if seconds < 10 * 365 * 86400:
         assert stamp(now - timedelta(seconds=seconds)) in by_prune_sh
         assert stamp(now - timedelta(seconds=seconds + 1)) not in by_prune_sh
+
+
+# ---------------------------------------------------------------- the PostgreSQL port
+
+
+def test_the_charts_default_port_is_the_operators(chart_defaults):
+    """names.POSTGRES_PORT is the bundled chart's default: what the operator names when no values set a port.
+    The scripts' own fallbacks (a PGPORT the chart always sets) say the same."""
+    assert chart_defaults["postgresql"]["port"] == names.POSTGRES_PORT
+    assert postgres_port(chart_defaults) == names.POSTGRES_PORT
+    fallbacks = {
+        (script.name, found)
+        for script in (CHART / "scripts").glob("*.sh")
+        for found in re.findall(r"PGPORT:-([0-9]+)", script.read_text())
+    }
+    assert fallbacks and {port for _, port in fallbacks} == {str(names.POSTGRES_PORT)}, fallbacks
+
+
+def test_the_chart_serves_the_port_the_operator_names(render):
+    """The operator's values under a platform that sets postgresql.port, through the real chart: every
+    Service, the server's container and every PGPORT use the port the operator puts in status.endpoints and
+    the Secret's URIs (desired/values.postgres_port)."""
+    spec = parse_spec(spec_with(retention="7d"))
+    values = database_values("db", spec, parse_platform({"values": {"postgresql": {"port": 6543}}}))
+    port = postgres_port(values)
+    assert port == 6543
+    rendered = render(values, release="db", namespace="ns")
+    services = rendered.kinds("Service")
+    assert {s["metadata"]["name"] for s in services} == set(names.release_services("db"))
+    assert all([p["port"] for p in s["spec"]["ports"]] == [port] for s in services)
+    pod = rendered.get("StatefulSet", "db")["spec"]["template"]["spec"]
+    (server,) = [c for c in pod["containers"] if c["name"] == names.POSTGRES_CONTAINER]
+    assert [p["containerPort"] for p in server["ports"]] == [port]
+    pgports = [
+        env["value"]
+        for doc in rendered.docs
+        for container in _containers(doc)
+        for env in container.get("env") or []
+        if env["name"] == "PGPORT"
+    ]
+    assert pgports and set(pgports) == {str(port)}
+
+
+def _containers(doc: dict) -> list[dict]:
+    spec = doc.get("spec") or {}
+    template = (spec.get("jobTemplate") or {}).get("spec", {}).get("template") or spec.get("template") or {}
+    pod = template.get("spec") or (spec if doc["kind"] == "Pod" else {})
+    return (pod.get("initContainers") or []) + (pod.get("containers") or [])

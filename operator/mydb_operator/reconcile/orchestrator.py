@@ -65,7 +65,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         on_demand=on_demand,
         primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
     )
-    outcome.status = build_status(Wanted(name, namespace, generation, spec), happened, previous, now())
+    outcome.status = build_status(Wanted(name, namespace, generation, spec, runtime.port), happened, previous, now())
     outcome.events += warnings_for(previous, outcome.status)
     if outcome.status.get("phase") not in (PENDING, DEPLOYING):  # up, hibernated or failed: its turn is over
         runtime.rollouts.leave((namespace, name))

@@ -23,10 +23,10 @@ from .primary import PrimaryView, failover_condition_facts, primary_status, rout
 from .problem import Problem
 
 
-def endpoints(namespace: str, release: str) -> dict[str, str]:
+def endpoints(namespace: str, release: str, port: int) -> dict[str, str]:
     return {
-        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{names.POSTGRES_PORT}",
-        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{names.POSTGRES_PORT}",
+        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{port}",
+        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{port}",
     }
 
 
@@ -38,6 +38,7 @@ class Wanted:
     namespace: str
     generation: int  # metadata.generation: the spec the status speaks of
     spec: DatabaseSpec | None
+    port: int = names.POSTGRES_PORT  # the servers' port, as the values give it (desired/values.postgres_port)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         "selector": names.label_selector(names.selector_labels(release)),
         "observedGeneration": wanted.generation,
         "conditions": conditions,
-        "endpoints": endpoints(wanted.namespace, release),
+        "endpoints": endpoints(wanted.namespace, release, wanted.port),
     }
     running = running_version(observation.statefulset)
     if running:
