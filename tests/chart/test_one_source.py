@@ -22,7 +22,9 @@ import yaml
 from mydb_operator import names
 from mydb_operator.desired.platform import parse_platform
 from mydb_operator.desired.values import database_values, postgres_port
+from mydb_operator.model.cron import CRON_SHORTCUTS
 from mydb_operator.model.errors import SpecError
+from mydb_operator.model.quantity import QUANTITY_PATTERN, parse_quantity
 from mydb_operator.model.retention import (
     RETENTION_DEFAULT,
     RETENTION_MAX_LENGTH,
@@ -30,7 +32,14 @@ from mydb_operator.model.retention import (
     RETENTION_PATTERN_TEXT,
     retention_seconds,
 )
-from mydb_operator.model.spec import parse_spec
+from mydb_operator.model.spec import (
+    MAX_FAILOVER_DELAY_SECONDS,
+    MAX_REPLICAS,
+    MIN_REPLICAS,
+    MIN_STORAGE,
+    parse_spec,
+)
+from mydb_operator.model.versions import VERSION_PATTERN
 from mydb_operator.model.timestamps import rfc3339
 from mydb_operator.policy.archive import base_backups
 
@@ -245,3 +254,121 @@ def _containers(doc: dict) -> list[dict]:
     template = (spec.get("jobTemplate") or {}).get("spec", {}).get("template") or spec.get("template") or {}
     pod = template.get("spec") or (spec if doc["kind"] == "Pod" else {})
     return (pod.get("initContainers") or []) + (pod.get("containers") or [])
+
+
+# ---------------------------------------------------------------- defaults, bounds and patterns
+
+
+def crd_defaults(schema: dict, path: str = "") -> dict[str, object]:
+    found = {}
+    for name, sub in schema.get("properties", {}).items():
+        if "default" in sub:
+            found[f"{path}{name}"] = sub["default"]
+        found.update(crd_defaults(sub, f"{path}{name}."))
+    return found
+
+
+def value_at(values: dict, dotted: str) -> object:
+    for part in dotted.split("."):
+        values = values[part]
+    return values
+
+
+# Each default the CRD gives: how the operator's parsed spec says it, and the chart value it lands in when the
+# operator leaves that value to the chart's values.yaml (None: the operator always passes it, or no such value).
+DEFAULTS = {
+    "deletionPolicy": (lambda spec: spec.deletion_policy, None),
+    "failoverDelay": (lambda spec: spec.failover_delay, None),
+    "maxLagOnFailover": (lambda spec: spec.max_lag_on_failover, None),
+    "hibernate": (lambda spec: spec.hibernate, None),
+    "replication.synchronous": (lambda spec: spec.synchronous, "replication.synchronous"),
+    "backup.retention": (lambda spec: spec.backup.retention, "backup.retention"),
+    "backup.storage": (lambda spec: spec.backup.storage, "backup.storage.size"),
+    "backup.continuous": (lambda spec: spec.backup.continuous, "backup.continuous"),
+    "backup.verify": (lambda spec: spec.backup.verify, None),
+    "restore.backup": (lambda spec: spec.restore.backup, "restore.backup"),
+}
+
+
+def test_every_crd_default_is_the_operators_and_the_charts(crd, chart_defaults):
+    """What the API server fills in, `render -f` (the operator's parser) fills in alike, and the chart's
+    values.yaml says it too where the operator leaves the value to the chart (backup.continuous is passed only
+    when off). A default added to the CRD must join DEFAULTS."""
+    defaults = crd_defaults(crd)
+    assert set(defaults) == set(DEFAULTS)
+    parsed = parse_spec({"replicas": 2, "version": "15.2", "storage": "1Gi",
+                         "backup": {"schedule": "@daily"}, "restore": {"fromDatabase": "source"}})
+    for path, (operator_says, chart_path) in DEFAULTS.items():
+        assert operator_says(parsed) == defaults[path], path
+        if chart_path is not None:
+            assert value_at(chart_defaults, chart_path) == defaults[path], chart_path
+
+
+def test_the_bounds_of_replicas_and_failover_delay(crd, chart):
+    """The CRD's minimum and maximum, the operator's (model/spec.py), the chart's replicas (0 as well: it is
+    how the operator hibernates) and the 16 names the chart lists in synchronous_standby_names."""
+    replicas, delay = at(crd, "replicas"), at(crd, "failoverDelay")
+    assert (replicas["minimum"], replicas["maximum"]) == (MIN_REPLICAS, MAX_REPLICAS)
+    assert (delay["minimum"], delay["maximum"]) == (0, MAX_FAILOVER_DELAY_SECONDS)
+    for count in (MIN_REPLICAS - 1, MIN_REPLICAS, MAX_REPLICAS, MAX_REPLICAS + 1):
+        taken = replicas["minimum"] <= count <= replicas["maximum"]
+        assert operator_accepts({**spec_with(), "replicas": count}) is taken, count
+    for seconds in (-1, 0, MAX_FAILOVER_DELAY_SECONDS, MAX_FAILOVER_DELAY_SECONDS + 1):
+        taken = delay["minimum"] <= seconds <= delay["maximum"]
+        assert operator_accepts({**spec_with(), "failoverDelay": seconds}) is taken, seconds
+    chart_replicas = at(chart, "replicas")
+    assert chart_replicas["minimum"] == 0 and chart_replicas.get("maximum", MAX_REPLICAS) >= MAX_REPLICAS
+    scripts = (CHART / "templates" / "configmap-scripts.yaml").read_text()
+    (named,) = re.findall(r"until \(max ([0-9]+) \(int \.Values\.replicas\)", scripts)
+    assert int(named) == MAX_REPLICAS
+
+
+def test_the_patterns_the_chart_repeats(crd, chart, chart_defaults):
+    """restore.backup and credentials.secretName (the chart's also takes "", its unset default); the chart's
+    quantity is the CRD's resources quantity without a sign; the chart's default image tag is a version the
+    CRD and the operator take."""
+    assert at(chart, "restore.backup")["pattern"] == at(crd, "restore.backup")["pattern"]
+    secret_name = at(crd, "credentials.secretName")
+    assert at(chart, "credentials.secretName")["pattern"] == "^$|" + secret_name["pattern"]
+    assert at(chart, "credentials.secretName")["maxLength"] == secret_name["maxLength"]
+    quantity = at(crd, "resources.limits")["additionalProperties"]["pattern"]
+    assert quantity.startswith("^(\\+|-)?")
+    assert chart["definitions"]["quantity"]["pattern"] == "^" + quantity.removeprefix("^(\\+|-)?")
+    assert QUANTITY_PATTERN.pattern == quantity  # the operator's check before the client's looser parser
+    tag = chart_defaults["image"]["tag"]
+    assert re.search(at(crd, "version")["pattern"], tag) and VERSION_PATTERN.match(tag)
+
+
+SIZES = ["1Gi", "100Gi", "1Mi", "1.5Gi", "500M", "1G", "1e9", ".5Gi", "1048576", "1Ki", "1023Ki", "0", "-1Gi",
+         "lots", "1 Gi", "1GB", "Gi", ""]
+
+
+@pytest.mark.parametrize("field", ["storage", "backup.storage"])
+def test_a_size_the_crd_takes_the_operator_and_the_chart_take(crd, chart, field):
+    """The CRD takes a Kubernetes quantity (CEL isQuantity: the grammar of its resources pattern) of at least
+    its floor; the operator takes the same (model/spec.py MIN_STORAGE), and the chart's quantity takes at least
+    those, so an admitted size never fails at Helm."""
+    rules = [r["rule"] for r in at(crd, field)["x-kubernetes-validations"]]
+    (floor,) = {m for rule in rules for m in re.findall(r"compareTo\(quantity\('([^']+)'\)\)", rule)}
+    assert floor == MIN_STORAGE
+    grammar = at(crd, "resources.limits")["additionalProperties"]["pattern"]
+    for size in SIZES:
+        taken = bool(re.search(grammar, size)) and parse_quantity(size) >= parse_quantity(floor)
+        spec = {**spec_with(), "storage": size} if field == "storage" else spec_with(storage=size)
+        assert operator_accepts(spec) is taken, size
+        if taken:
+            assert re.search(chart["definitions"]["quantity"]["pattern"], size), size
+
+
+def test_the_charts_schedule_takes_every_schedule_the_crd_takes(crd, chart):
+    """The chart's schedule pattern is looser than the CRD's cron language (tests/cron_schedules.yaml holds the
+    CRD and the operator to it): every schedule those take, the chart takes, and the @shortcuts are the same."""
+    cases = yaml.safe_load((ROOT / "tests" / "cron_schedules.yaml").read_text())
+    (crd_regex,) = [p for p in cel_patterns(at(crd, "backup.schedule")) if p.startswith("^(@")]
+    chart_regex = at(chart, "backup.schedule")["pattern"]
+    for schedule in cases["accepted"]:
+        assert re.search(crd_regex, schedule) and operator_accepts(spec_with(schedule=schedule)), schedule
+        assert re.search(chart_regex, schedule), schedule
+    shortcuts = {f"@{name}" for name in re.match(r"\^\(@\(([a-z|]+)\)", crd_regex).group(1).split("|")}
+    assert shortcuts == {f"@{name}" for name in re.match(r"\^\(@\(([a-z|]+)\)", chart_regex).group(1).split("|")}
+    assert shortcuts == set(CRON_SHORTCUTS)

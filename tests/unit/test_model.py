@@ -39,6 +39,9 @@ def test_impossible_schedules_name_the_field(schedule, words):
 @pytest.mark.parametrize("field, value", [
     ("version", "12.4"), ("version", "15"), ("storage", "lots"), ("storage", "0"), ("replicas", 0),
     ("deletionPolicy", "Shred"),
+    # As the CRD: at most 16 replicas and 3600 s, a size of at least 1Mi in the API server's grammar.
+    ("replicas", 17), ("failoverDelay", 3601), ("storage", "1Ki"), ("storage", "1 Gi"), ("storage", "Infinity"),
+    ("maxLagOnFailover", "Infinity"), ("maxLagOnFailover", ""),
 ])
 def test_bad_values_name_the_field(field, value):
     with pytest.raises(SpecError) as error:
