@@ -66,4 +66,5 @@ def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
         owns_children=fit.owns_children,
         pod_management=fit.pod_management,
         chart_keys=fit.value_keys,
+        port=fit.port,
     )

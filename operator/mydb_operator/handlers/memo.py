@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import names
 from ..cluster.child_store import ChildStore
 from ..cluster.informers import Informer
 from ..config import Config
@@ -35,6 +36,7 @@ def operator_memo(
     owns_children: bool = False,
     pod_management: str = "Parallel",
     chart_keys: frozenset[str] | None = None,
+    port: int = names.POSTGRES_PORT,
 ) -> OperatorMemo:
     """The handlers' shared state around a Helm and platform the start-up check already accepted."""
     wakeups = Wakeups()
@@ -46,6 +48,7 @@ def operator_memo(
         owns_children=owns_children,
         pod_management=pod_management,
         chart_keys=chart_keys,
+        port=port,
         rollouts=RolloutWindow(config.rollout_window),
     )
     return OperatorMemo(config=config, runtime=runtime, wakeups=wakeups)

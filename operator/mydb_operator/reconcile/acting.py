@@ -35,7 +35,9 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     secret_created: str | None = None
     blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
-        secret_created, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
+        secret_created, blocker = await ensure_credentials(
+            namespace, name, spec, first_install=not target.applied, port=runtime.port
+        )
     if blocker is not None:
         outcome.problem = blocker
         return outcome

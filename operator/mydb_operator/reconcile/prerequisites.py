@@ -28,9 +28,10 @@ async def missing_prerequisite(
 
 
 async def ensure_credentials(
-    namespace: str, name: str, spec: DatabaseSpec, first_install: bool
+    namespace: str, name: str, spec: DatabaseSpec, first_install: bool, port: int = names.POSTGRES_PORT
 ) -> tuple[str | None, Problem | None]:
-    """Create the operator's Secret before the first install, or check the user's; (what was created, problem)."""
+    """Create the operator's Secret before the first install, or check the user's; (what was created, problem).
+    `port`: the servers', which the Secret's URIs name."""
     if spec.existing_secret:
         secret = await reads.read_secret(namespace, spec.existing_secret)
         if secret is None:
@@ -47,7 +48,7 @@ async def ensure_credentials(
         return None, None
     if not first_install:  # made before the first install; never rotated, never re-made silently
         return None, None
-    body = credentials_secret(namespace, name)
+    body = credentials_secret(namespace, name, port)
     if await writes.create_secret_once(body):
         return f"created Secret {body['metadata']['name']} with random passwords", None
     return None, None

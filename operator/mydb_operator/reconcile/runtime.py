@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from .. import names
 from ..cluster.child_store import ChildStore
 from ..desired.platform import Platform
 from ..helm.releases import Helm
@@ -24,6 +25,9 @@ class Runtime:
     owns_children: bool = False
     pod_management: str = "Parallel"  # the chart's StatefulSet podManagementPolicy (helm/chart_check.py)
     chart_keys: frozenset[str] | None = None  # the chart's top-level values (None: the bundled chart's)
+    # The servers' port, as the start-up check's render gave it (helm/chart_check.py, desired/values.postgres_port):
+    # status.endpoints, the credentials Secret's URIs and the connections to the servers use it.
+    port: int = names.POSTGRES_PORT
     # First installs between Helm and their pods ready, at most so many at once (pacing.py).
     rollouts: RolloutWindow = field(default_factory=lambda: RolloutWindow(0))
     # Each database's superuser login, read from its Secret once (the servers are asked as it).
