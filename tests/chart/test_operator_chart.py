@@ -514,12 +514,16 @@ def test_every_rendered_argument_is_one_the_operator_accepts(render):
     Found on the real node: --platform-config after `run` made the operator exit
     at start-up ("unrecognized arguments") in a crash loop."""
     from mydb_operator.cli import build_parser
+    from mydb_operator.commands.settings import load
+
+    def settings(args: list[str]):
+        return load(build_parser().parse_args(args), {})
 
     out = render({"platform": {"values": {"image": {"registry": "mirror.example.com"}}},
                   "watchNamespaces": ["team-a", "team-b"], "logFormat": "json",
                   "leaderElection": {"enabled": True}, "metrics": {"enabled": True}})
-    args = build_parser().parse_args(deployment_container(out)["args"])
-    assert args.command == "run" and args.namespace == ["team-a", "team-b"] and args.leader_elect is True
-    assert (args.leader_lease_name, args.leader_lease_namespace) == (RELEASE, NAMESPACE)
+    config = settings(deployment_container(out)["args"])
+    assert config.command == "run" and config.namespaces == ("team-a", "team-b") and config.leader_elect is True
+    assert (config.leader_lease_name, config.leader_lease_namespace) == (RELEASE, NAMESPACE)
     off = render({"leaderElection": {"enabled": False}})
-    assert build_parser().parse_args(deployment_container(off)["args"]).leader_elect is False
+    assert settings(deployment_container(off)["args"]).leader_elect is False

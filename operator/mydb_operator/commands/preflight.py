@@ -26,6 +26,8 @@ def platform(config: Config) -> Platform:
 
 
 def make_helm(config: Config, loaded: Platform) -> Helm:
+    if config.chart_dir is None:  # settings.load pulls an OCI chart for every command that renders it
+        raise SystemExit(f"mydb-operator: the chart {config.chart_origin} was not pulled")
     try:
         return Helm(
             config.chart_dir,

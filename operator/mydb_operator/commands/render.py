@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from pathlib import Path
@@ -48,15 +47,15 @@ def values_for(database: dict[str, Any], loaded: Platform, chart_keys: frozenset
         raise SystemExit(f"invalid {names.KIND}: {error}") from None
 
 
-def print_values(args: argparse.Namespace, config: Config) -> None:
-    yaml.safe_dump(values_for(load_database(args.file), platform(config)), sys.stdout, sort_keys=True)
+def print_values(config: Config) -> None:
+    yaml.safe_dump(values_for(load_database(config.manifest), platform(config)), sys.stdout, sort_keys=True)
 
 
-def print_manifests(args: argparse.Namespace, config: Config) -> None:
+def print_manifests(config: Config) -> None:
     """The manifests the operator would apply: same values, same chart, same object patches."""
-    database = load_database(args.file)
+    database = load_database(config.manifest)
     loaded = platform(config)
-    namespace = args.namespace or database["metadata"].get("namespace") or "default"
+    namespace = config.render_namespace or database["metadata"].get("namespace") or "default"
     helm = make_helm(config, loaded)
 
     async def rendered() -> list[dict[str, Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 from typing import Any, cast
@@ -16,22 +15,21 @@ from .preflight import prepare_operator
 log = logging.getLogger(__name__)
 
 
-def run_operator(args: argparse.Namespace, config: Config) -> None:
+def run_operator(config: Config) -> None:
     """Check the chart once, wait to lead (unless --leader-elect=false), then run kopf until it stops."""
     tune_malloc()  # first: before any thread starts
     import kopf
 
     from .. import handlers  # noqa: F401  (registers the handlers)
     from ..leadership.conflicts import ScopeConflict
-    from ..leadership.identity import default_identity
 
     with asyncio.Runner() as runner:
         memo = prepare_operator(config, runner)
-        logs.configure(args.log_format)
+        logs.configure(config.log_format)
         lease = None
-        if args.leader_elect:
+        if config.leader_elect:
             try:
-                lease = lead(args, config.namespaces)
+                lease = lead(config)
             except ScopeConflict as conflict:
                 log.error("%s", conflict)
                 raise SystemExit(2) from None
@@ -50,8 +48,8 @@ def run_operator(args: argparse.Namespace, config: Config) -> None:
                 # kopf's own default asks the passwd database for the user name,
                 # and the image's numeric user has no entry there. (kopf types it as
                 # its own NewType of str, which it does not export.)
-                identity=cast(Any, default_identity()),
-                liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+                identity=cast(Any, config.identity),
+                liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port else None,
             )
         finally:
             if lease is not None:
