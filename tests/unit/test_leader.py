@@ -415,11 +415,22 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
     assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
 
 
+class ClosingMemo:
+    """What run_operator needs of the memo when kopf is faked: that it closes it at the end."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
 def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
-    def refused(*_: object) -> None:
+    def refused(*_: object, **__: object) -> None:
         raise ScopeConflict("mydb-operator: refusing to start: ...")
+    memo = ClosingMemo()
     monkeypatch.setattr(run, "tune_malloc", lambda: None)
-    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: memo)
     monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
     monkeypatch.setattr(run, "lead", refused)
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
@@ -427,20 +438,22 @@ def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch,
     assert exit_.value.code == 2
     assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
     assert not any(r.exc_info for r in caplog.records)
+    assert memo.closed == 1  # Helm's temporary folder goes on this way out too
 
 
 def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(monkeypatch, caplog):
     import kopf
 
     ran: list[dict[str, Any]] = []
+    memo = ClosingMemo()
     monkeypatch.setattr(run, "tune_malloc", lambda: None)
-    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: memo)
     monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(run, "lead", lambda config: pytest.fail("elected with --leader-elect=false"))
+    monkeypatch.setattr(run, "lead", lambda config, before_exit: pytest.fail("elected with --leader-elect=false"))
     monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
     with caplog.at_level(logging.WARNING):
         run.run_operator(Config(leader_elect=False))
-    assert ran
+    assert ran and ran[0]["memo"] is memo and memo.closed == 1  # closed once kopf stopped
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning
 

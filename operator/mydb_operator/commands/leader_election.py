@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..config import Config
@@ -11,8 +12,9 @@ if TYPE_CHECKING:
     from ..leadership.lease import LeaderLease
 
 
-def lead(config: Config) -> LeaderLease:
-    """Block until this instance holds the Lease (answering /healthz meanwhile); exit when it loses it.
+def lead(config: Config, before_exit: Callable[[], None] = lambda: None) -> LeaderLease:
+    """Block until this instance holds the Lease (answering /healthz meanwhile); exit when it loses it,
+    at once, after `before_exit` (which removes what the process leaves in /tmp).
 
     Raises ScopeConflict when another live instance, under another Lease, manages
     namespaces this one would manage too."""
@@ -39,5 +41,10 @@ def lead(config: Config) -> LeaderLease:
         except ScopeConflict:
             lease.release()
             raise
-    lease.keep(on_lost=lambda: os._exit(1))  # a standby takes over; the Deployment restarts this one
+
+    def stop() -> None:
+        before_exit()
+        os._exit(1)  # a standby takes over; the Deployment restarts this one
+
+    lease.keep(on_lost=stop)
     return lease

@@ -14,6 +14,7 @@ from ..config import Config
 from ..desired.platform import Platform, PlatformError
 from ..desired.values import database_values, value_keys
 from ..helm.errors import HelmError
+from ..helm.releases import Helm
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
 from .preflight import make_helm, platform
@@ -56,14 +57,14 @@ def print_manifests(config: Config) -> None:
     database = load_database(config.manifest)
     loaded = platform(config)
     namespace = config.render_namespace or database["metadata"].get("namespace") or "default"
-    helm = make_helm(config, loaded)
 
-    async def rendered() -> list[dict[str, Any]]:
+    async def rendered(helm: Helm) -> list[dict[str, Any]]:
         values = values_for(database, loaded, value_keys(await helm.default_values()))
         return await helm.template(namespace, database["metadata"]["name"], values)
 
     try:
-        objects = asyncio.run(rendered())
+        with make_helm(config, loaded) as helm:
+            objects = asyncio.run(rendered(helm))
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)

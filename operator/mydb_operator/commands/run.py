@@ -25,20 +25,20 @@ def run_operator(config: Config) -> None:
 
     with asyncio.Runner() as runner:
         memo = prepare_operator(config, runner)
-        logs.configure(config.log_format)
         lease = None
-        if config.leader_elect:
-            try:
-                lease = lead(config)
-            except ScopeConflict as conflict:
-                log.error("%s", conflict)
-                raise SystemExit(2) from None
-        else:
-            log.warning(
-                "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
-                "instance from acting on the same databases at the same time; make sure only one runs"
-            )
         try:
+            logs.configure(config.log_format)
+            if config.leader_elect:
+                try:
+                    lease = lead(config, before_exit=memo.close)
+                except ScopeConflict as conflict:
+                    log.error("%s", conflict)
+                    raise SystemExit(2) from None
+            else:
+                log.warning(
+                    "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
+                    "instance from acting on the same databases at the same time; make sure only one runs"
+                )
             kopf.run(
                 loop=runner.get_loop(),
                 memo=memo,
@@ -54,6 +54,7 @@ def run_operator(config: Config) -> None:
         finally:
             if lease is not None:
                 lease.release()
+            memo.close()  # Helm's temporary plugins folder: nothing is left behind
             # Closing the loop then closes what kopf left open: its watch streams' generators.
             runner.get_loop().set_exception_handler(_quiet_about_kopf_watch_streams)
 
