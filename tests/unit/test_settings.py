@@ -3,6 +3,7 @@ yes/no words, and a plain message (no traceback) for a value it cannot use."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +197,45 @@ def test_an_unknown_flag_value_is_argparses_usage_error(capsys: pytest.CaptureFi
             build_parser().parse_args(argv)
         assert stop.value.code == 2
     assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ documented once
+
+
+class Recording(dict[str, str]):
+    """An environment that remembers which variables were asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+def documented_settings() -> tuple[set[str], set[str]]:
+    """The flags and variables of docs/install.md's Settings table."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
+    table = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    flags: set[str] = set()
+    variables: set[str] = set()
+    for row in table.splitlines():
+        cells = row.split(" | ")
+        if not row.startswith("| ") or len(cells) < 4 or cells[0] in ("| flag", "|---"):
+            continue
+        flags |= set(re.findall(r"(?<![\w-])(--[a-z-]+|-n)\b", cells[0]))
+        variables |= set(re.findall(r"`([A-Z_]+)`", cells[1]))
+    return flags, variables
+
+
+def test_every_flag_and_variable_is_in_the_settings_table_of_install_md() -> None:
+    parser = build_parser()
+    run = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    actual_flags = {option for p in (parser, run) for action in p._actions for option in action.option_strings}
+    actual_flags -= {"-h", "--help"}
+    environ = Recording()
+    load(parser.parse_args(["run"]), environ)
+    flags, variables = documented_settings()
+    assert flags == actual_flags
+    assert variables == environ.asked
