@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
+import os
 import socket
 import time
 import urllib.request
@@ -17,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import cli, names
 from mydb_operator.commands import leader_election, run
+from mydb_operator.commands.settings import load
 from mydb_operator.config import Config
 from mydb_operator.leadership import identity, standby_health
 from mydb_operator.leadership import lease as election
@@ -166,14 +168,22 @@ contexts: [{name: a, context: {cluster: c, user: u, namespace: team-a}}]
 current-context: a
 """)
     from kubernetes.config import kube_config
-    monkeypatch.delenv("POD_NAMESPACE", raising=False)
     monkeypatch.setattr(identity, "SERVICE_ACCOUNT_NAMESPACE", str(tmp_path / "absent"))
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
-    assert identity.default_namespace() == "team-a"
+    assert identity.default_namespace(None) == "team-a"
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
-    assert identity.default_namespace() == "default"
-    monkeypatch.setenv("POD_NAMESPACE", "from-pod")
-    assert identity.default_namespace() == "from-pod"
+    assert identity.default_namespace(None) == "default"
+    assert identity.default_namespace("from-pod") == "from-pod"  # POD_NAMESPACE, through the settings
+
+
+def test_the_lease_namespace_and_identity_come_from_the_flag_else_the_pods_environment():
+    def config(*argv: str, **environ: str) -> Config:
+        return load(cli.build_parser().parse_args(["run", *argv]), environ)
+    assert config().leader_lease_namespace is None  # decided at election: service account, kubeconfig, default
+    assert config(POD_NAMESPACE="ops").leader_lease_namespace == "ops"
+    assert config("--leader-lease-namespace", "mine", POD_NAMESPACE="ops").leader_lease_namespace == "mine"
+    assert config(POD_NAME="mydb-operator-7d9f-x2").identity == "mydb-operator-7d9f-x2"
+    assert config().identity == f"{socket.gethostname()}-{os.getpid()}"
 
 
 # ---------------------------------------------------------------- the command line
@@ -187,14 +197,14 @@ current-context: a
 ])
 def test_leader_election_is_on_unless_turned_off(argv, elect):
     args = cli.build_parser().parse_args(["run", *argv])
-    assert args.leader_elect is elect
+    assert load(args, {}).leader_elect is elect
 
 
 def test_a_leader_elect_value_that_is_no_boolean_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.build_parser().parse_args(["run", "--leader-elect=maybe"])
     assert exit_.value.code == 2
-    assert "expected true or false" in capsys.readouterr().err
+    assert "'maybe': expected true or false: one of true, yes, on, 1 or false, no, off, 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the Lease, against a fake API
@@ -381,11 +391,7 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
 
 # ---------------------------------------------------------------- start-up: refuse, or stand by then lead
 
-class Args:
-    leader_lease_name = "mydb-operator"
-    leader_lease_namespace = "ops"
-    leader_lease_seconds = 15
-    health_port = 0
+ARGS = Config(leader_lease_namespace="ops", health_port=0, namespaces=("team-a",), identity="me-1")
 
 
 def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monkeypatch):
@@ -405,38 +411,49 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
     monkeypatch.setattr(election, "LeaderLease", Recording)
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
     with pytest.raises(ScopeConflict):
-        leader_election.lead(Args(), ["team-a"])  # type: ignore[arg-type]
+        leader_election.lead(ARGS)
     assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
 
 
+class ClosingMemo:
+    """What run_operator needs of the memo when kopf is faked: that it closes it at the end."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
 def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
-    def refused(*_: object) -> None:
+    def refused(*_: object, **__: object) -> None:
         raise ScopeConflict("mydb-operator: refusing to start: ...")
+    memo = ClosingMemo()
     monkeypatch.setattr(run, "tune_malloc", lambda: None)
-    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: memo)
     monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
     monkeypatch.setattr(run, "lead", refused)
-    args = cli.build_parser().parse_args(["run"])
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
-        run.run_operator(args, Config())
+        run.run_operator(Config())
     assert exit_.value.code == 2
     assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
     assert not any(r.exc_info for r in caplog.records)
+    assert memo.closed == 1  # Helm's temporary folder goes on this way out too
 
 
 def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(monkeypatch, caplog):
     import kopf
 
     ran: list[dict[str, Any]] = []
+    memo = ClosingMemo()
     monkeypatch.setattr(run, "tune_malloc", lambda: None)
-    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: memo)
     monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(run, "lead", lambda args, namespaces: pytest.fail("elected with --leader-elect=false"))
+    monkeypatch.setattr(run, "lead", lambda config, before_exit: pytest.fail("elected with --leader-elect=false"))
     monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
-    args = cli.build_parser().parse_args(["run", "--leader-elect=false"])
     with caplog.at_level(logging.WARNING):
-        run.run_operator(args, Config())
-    assert ran
+        run.run_operator(Config(leader_elect=False))
+    assert ran and ran[0]["memo"] is memo and memo.closed == 1  # closed once kopf stopped
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning
 

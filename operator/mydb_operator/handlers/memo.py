@@ -27,6 +27,10 @@ class OperatorMemo:
     wakeups: Wakeups
     informers: list[Informer] = field(default_factory=list)  # started by the startup handler, stopped at cleanup
 
+    def close(self) -> None:
+        """After kopf stopped: remove what the Helm holds (its temporary plugins folder)."""
+        self.runtime.helm.close()
+
 
 def operator_memo(
     config: Config,
