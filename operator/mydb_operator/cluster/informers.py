@@ -11,12 +11,19 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from ..policy.backoff import Backoff
 from . import clients
 from .child_store import ChildStore, version_of
+from .failures import API_FAILURES
 from .watched_kinds import KINDS, SELECTOR
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 300
+# A broken watch lists again after 2 s, 4 s, 8 s, 16 s, then every 30 s while it keeps failing.
+RELIST_FIRST, RELIST_CEILING = 2.0, 30.0
+# An event not shaped as documented: like an API failure, it must not end the thread,
+# which would leave the kind marked synced with its cache frozen.
+MALFORMED = (ValueError, KeyError, TypeError)
 
 
 class _Expired(Exception):
@@ -44,26 +51,23 @@ class Informer(threading.Thread):
             response.shutdown()  # unblocks the watch's read at once
 
     def run(self) -> None:
-        failures = 0
+        backoff = Backoff(first=RELIST_FIRST, ceiling=RELIST_CEILING)
         while not self._stopping.is_set():
             try:
                 version = self._relist()
-                failures = 0
+                backoff.succeeded()
                 while not self._stopping.is_set():
                     version = self._watch(version)
             except _Expired:
                 continue
-            # KeyError, TypeError: an event not shaped as documented must not end the thread,
-            # which would leave the kind marked synced with its cache frozen.
-            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, KeyError, TypeError) as error:
+            except (*API_FAILURES, *MALFORMED) as error:
                 if self._stopping.is_set():
                     return
                 self._deliver(self._store.unsync, self.kind, self.scope)
-                failures += 1
-                delay = min(2**failures, 30)
+                delay = backoff.failed()
                 reason = f"Api{error.status}" if isinstance(error, ApiException) else type(error).__name__
                 log.warning(
-                    "watching %s: %s (list again in %ds; reads go to the API meanwhile)", self.kind, reason, delay
+                    "watching %s: %s (list again in %.0fs; reads go to the API meanwhile)", self.kind, reason, delay
                 )
                 self._stopping.wait(delay)
 

@@ -8,18 +8,15 @@ import threading
 import time
 from collections.abc import Callable
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from .. import names
+from ..cluster.failures import API_FAILURES
 from .conflicts import LeaseView, ScopeConflict, conflict_message, conflicting_lease, expired, lease_view
 from .scopes import ALL_NAMESPACES
 
 log = logging.getLogger(__name__)
-# What a failed call to the API server raises: urllib3's errors (connection
-# refused, timeout) reach the caller unwrapped by the kubernetes client.
-API_ERRORS = (ApiException, OSError, urllib3.exceptions.HTTPError)
 
 
 class LeaderLease:
@@ -107,7 +104,7 @@ class LeaderLease:
     def _attempt(self) -> bool:
         try:
             return self.try_acquire()
-        except API_ERRORS as error:
+        except API_FAILURES as error:
             log.warning("Lease %s/%s: %s", self.namespace, self.name, getattr(error, "reason", error))
             return False
 
@@ -144,7 +141,7 @@ class LeaderLease:
                         self._warned_unchecked = True
                     return None
                 log.warning("listing the operator Leases: %s", error.reason)
-            except API_ERRORS as error:
+            except API_FAILURES as error:
                 log.warning("listing the operator Leases: %s", error)
             time.sleep(retry_every)
 
@@ -164,7 +161,7 @@ class LeaderLease:
                     self.name, self.namespace, lease, _request_timeout=self.request_timeout
                 )
                 log.info("released the Lease %s/%s", self.namespace, self.name)
-        except API_ERRORS as error:
+        except API_FAILURES as error:
             log.warning(
                 "could not release the Lease %s/%s: %s", self.namespace, self.name, getattr(error, "reason", error)
             )
