@@ -12,8 +12,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from ..policy.backoff import Backoff
-from . import clients
 from .child_store import ChildStore, version_of
+from .clients import Connection
 from .failures import API_FAILURES
 from .watched_kinds import KINDS, SELECTOR
 
@@ -33,12 +33,14 @@ class _Expired(Exception):
 class Informer(threading.Thread):
     """List, then watch, one kind in one namespace (or all); hand every change to the store.
 
-    Runs in its own thread with its own API client (a watch holds a connection
-    for minutes); `deliver` puts each store update on the event loop."""
+    Runs in its own thread with a connection of its own (a watch holds one for
+    minutes: `Connection.dedicated()`); `deliver` puts each store update on the event loop."""
 
-    def __init__(self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None]):
+    def __init__(
+        self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None], connection: Connection
+    ):
         super().__init__(name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
-        self._api = clients.new_client()
+        self._connection = connection
         self._path = KINDS[kind].path(namespace)
         self.kind, self.scope, self._store, self._deliver = kind, namespace, store, deliver
         self._stopping = threading.Event()
@@ -72,7 +74,7 @@ class Informer(threading.Thread):
                 self._stopping.wait(delay)
 
     def _relist(self) -> str:
-        listing = json.loads(clients.request("GET", self._path, query={"labelSelector": SELECTOR}, api=self._api).data)
+        listing = json.loads(self._connection.request("GET", self._path, query={"labelSelector": SELECTOR}).data)
         version: str = listing["metadata"]["resourceVersion"]
         self._deliver(self._store.replace, self.kind, self.scope, listing["items"], version_of(listing))
         return version
@@ -86,9 +88,7 @@ class Informer(threading.Thread):
             "allowWatchBookmarks": True,
             "timeoutSeconds": WATCH_SECONDS,
         }
-        self._response = clients.request(
-            "GET", self._path, query=query, timeout=(30, WATCH_SECONDS + 30), api=self._api
-        )
+        self._response = self._connection.request("GET", self._path, query=query, timeout=(30, WATCH_SECONDS + 30))
         try:
             for line in self._response:
                 event = json.loads(line)
@@ -106,10 +106,13 @@ class Informer(threading.Thread):
         return version
 
 
-def start_informers(store: ChildStore, namespaces: list[str], deliver: Callable[..., Any]) -> list[Informer]:
-    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some."""
+def start_informers(
+    store: ChildStore, namespaces: list[str], deliver: Callable[..., Any], api: Connection
+) -> list[Informer]:
+    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some;
+    each on a connection of its own, with the configuration of API's (the port's) client."""
     scopes: list[str | None] = list(namespaces) or [None]
-    informers = [Informer(kind, scope, store, deliver) for kind in KINDS for scope in scopes]
+    informers = [Informer(kind, scope, store, deliver, api.dedicated()) for kind in KINDS for scope in scopes]
     for informer in informers:
         informer.start()
     return informers
