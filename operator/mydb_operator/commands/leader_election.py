@@ -8,11 +8,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..cluster.clients import Connection
     from ..leadership.lease import LeaderLease
 
 
-def lead(args: argparse.Namespace, namespaces: Sequence[str]) -> LeaderLease:
+def lead(args: argparse.Namespace, namespaces: Sequence[str], api: Connection) -> LeaderLease:
     """Block until this instance holds the Lease (answering /healthz meanwhile); exit when it loses it.
+
+    The Lease gets a connection of its own from API, the port's adapter (memo.api).
 
     Raises ScopeConflict when another live instance, under another Lease, manages
     namespaces this one would manage too."""
@@ -28,6 +31,7 @@ def lead(args: argparse.Namespace, namespaces: Sequence[str]) -> LeaderLease:
         args.leader_lease_namespace or default_namespace(),
         args.leader_lease_name,
         default_identity(),
+        api.dedicated(),
         duration=args.leader_lease_seconds,
         scope=scope_of(namespaces),
     )

@@ -31,7 +31,7 @@ def run_operator(args: argparse.Namespace, config: Config) -> None:
         lease = None
         if args.leader_elect:
             try:
-                lease = lead(args, config.namespaces)
+                lease = lead(args, config.namespaces, memo.api)
             except ScopeConflict as conflict:
                 log.error("%s", conflict)
                 raise SystemExit(2) from None
