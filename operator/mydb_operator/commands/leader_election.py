@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING
 from ..config import Config
 
 if TYPE_CHECKING:
+    from ..cluster.clients import Connection
     from ..leadership.lease import LeaderLease
 
 
-def lead(config: Config, before_exit: Callable[[], None] = lambda: None) -> LeaderLease:
+def lead(config: Config, api: Connection, before_exit: Callable[[], None] = lambda: None) -> LeaderLease:
     """Block until this instance holds the Lease (answering /healthz meanwhile); exit when it loses it,
     at once, after `before_exit` (which removes what the process leaves in /tmp).
+
+    The Lease gets a connection of its own from API, the port's adapter (memo.api).
 
     Raises ScopeConflict when another live instance, under another Lease, manages
     namespaces this one would manage too."""
@@ -30,6 +33,7 @@ def lead(config: Config, before_exit: Callable[[], None] = lambda: None) -> Lead
         default_namespace(config.leader_lease_namespace),
         config.leader_lease_name,
         config.identity,
+        api.dedicated(),
         duration=config.leader_lease_seconds,
         scope=scope_of(config.namespaces),
     )

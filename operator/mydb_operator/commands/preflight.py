@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from ..cluster.api import KubernetesApi
 from ..config import Config
 from ..desired.platform import Platform, PlatformError, load_platform
 from ..helm import chart_check
@@ -76,6 +77,7 @@ def _checked_memo(config: Config, runner: asyncio.Runner, loaded: Platform, helm
         config,
         loaded,
         helm,
+        KubernetesApi(),  # its client is made on first use, once kopf's start-up has loaded the config
         owns_children=fit.owns_children,
         pod_management=fit.pod_management,
         chart_keys=fit.value_keys,

@@ -30,7 +30,7 @@ def run_operator(config: Config) -> None:
             logs.configure(config.log_format)
             if config.leader_elect:
                 try:
-                    lease = lead(config, before_exit=memo.close)
+                    lease = lead(config, memo.api, before_exit=memo.close)
                 except ScopeConflict as conflict:
                     log.error("%s", conflict)
                     raise SystemExit(2) from None

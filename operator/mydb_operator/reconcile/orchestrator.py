@@ -47,12 +47,12 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     outcome.retry_soon = topology.failed
     continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
     on_demand, backup_events = await backup_on_demand(
-        namespace, name, annotations, previous, outcome.observed, continuous
+        runtime.api, namespace, name, annotations, previous, outcome.observed, continuous
     )
     scratch = spec.storage if spec is not None else "1Gi"
     verify_each = continuous and spec is not None and spec.backup is not None and spec.backup.verify
     verifying, verify_events = await verify_on_demand(
-        namespace, name, annotations, previous, outcome.observed, scratch, verify_each
+        runtime.api, namespace, name, annotations, previous, outcome.observed, scratch, verify_each
     )
     on_demand.update(verifying)
     outcome.events += backup_events + verify_events

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import names
-from ..cluster import reads
 from ..instances.connection import FAILURES, Login, Server, failure_text
 from ..instances.logins import login_from
 from ..instances.probe import probe_all
@@ -34,7 +33,7 @@ class Servers:
         known = self.runtime.logins.get(key)
         if known is not None:
             return known
-        secret = await reads.read_secret(self.namespace, self.secret)
+        secret = await self.runtime.api.read_secret(self.namespace, self.secret)
         found = login_from(secret) if secret else None
         if found is not None:
             self.runtime.logins.remember(key, found)
