@@ -12,10 +12,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
-from fake_api import FakeApi, FakeHelm, run, running
+from fake_api import FakeApi, FakeHelm, make_runtime, run, running
 
 from mydb_operator import names
-from mydb_operator.cluster.child_store import ChildStore
 from mydb_operator.desired.credentials import credentials_secret
 from mydb_operator.desired.platform import Platform, parse_platform
 from mydb_operator.desired.values import database_values, postgres_port
@@ -36,9 +35,9 @@ PATCHED = parse_platform({"values": {"postgresql": {"port": 6543}},
                           "valuePatches": [{"op": "replace", "path": "/postgresql/port", "value": 7000}]})
 
 
-def runtime_on(port: int, platform: Platform = PLATFORM, helm: FakeHelm | None = None) -> Runtime:
-    return Runtime(helm=helm or FakeHelm(), children=ChildStore(on_change=lambda *_: None),  # type: ignore[arg-type]
-                   platform=platform, port=port)
+def runtime_on(port: int, platform: Platform = PLATFORM, helm: FakeHelm | None = None,
+               api: FakeApi | None = None) -> Runtime:
+    return make_runtime(helm or FakeHelm(), platform, api=api, port=port)
 
 
 def test_the_port_is_the_rendered_values_else_the_charts_default() -> None:
@@ -66,7 +65,7 @@ def test_a_platform_port_is_in_the_endpoints_the_uris_and_the_connections() -> N
 def test_a_first_install_on_another_port_says_it_everywhere(api: FakeApi) -> None:
     """Through the reconcile's own steps: the Secret the first install creates, the values Helm gets."""
     helm = FakeHelm()
-    runtime = runtime_on(6543, helm=helm)
+    runtime = runtime_on(6543, helm=helm, api=api)
     target = Target("ns", "db", SPEC, None, None)
     api.observations[("ns", "db")] = running()
 
