@@ -10,7 +10,6 @@ import re
 import socket
 import time
 import urllib.request
-from types import SimpleNamespace
 from typing import Any
 
 import kubernetes
