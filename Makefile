@@ -14,9 +14,9 @@ test: venv lint tools scanners postgres node-packages ## static checks first, th
 	  parallel=$$?; $(PY) -m pytest -m serial tests; serial=$$?; \
 	  echo "make test: parallel pass exit $$parallel, serial pass exit $$serial"; [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
 
-lint: venv ## ruff (lint, format) on operator/ and bench/, mypy --strict and the import-linter layers on operator/ (pyproject.toml configures each)
-	$(VENV)/bin/ruff check operator bench
-	$(VENV)/bin/ruff format --check operator bench
+lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
+	$(VENV)/bin/ruff check operator bench hack
+	$(VENV)/bin/ruff format --check operator bench hack
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

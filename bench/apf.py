@@ -15,6 +15,7 @@ a per-verb catch-all, and non-resource requests (discovery, /version) into one.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from . import prom
 
@@ -47,7 +48,7 @@ OTHER = "(other)"
 NON_RESOURCE = "(non-resource)"
 
 
-def _schema(name: str, precedence: int, sa_namespace: str, sa_name: str, rule: dict) -> dict:
+def _schema(name: str, precedence: int, sa_namespace: str, sa_name: str, rule: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
         "kind": "FlowSchema",
@@ -68,7 +69,7 @@ def _schema(name: str, precedence: int, sa_namespace: str, sa_name: str, rule: d
     }
 
 
-def flow_schemas(sa_namespace: str, sa_name: str) -> tuple[list[dict], dict[str, tuple[str, str]]]:
+def flow_schemas(sa_namespace: str, sa_name: str) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
     """The FlowSchemas, and what each counts: {schema name: (verb, resource)}.
 
     Precedences sit below the built-in service-accounts schema (9000), so these

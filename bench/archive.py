@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -65,13 +66,13 @@ def sql(cluster: Cluster, namespace: str, pod: str, query: str) -> str:
     return answer
 
 
-def status_of(cluster: Cluster, namespace: str) -> dict:
+def status_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
     """The status of this benchmark's database (Cluster.status reads bench.failover's)."""
     found = cluster.kubectl("get", "-n", namespace, "mydb", NAME, "-o", "json", check=False)
     return (json.loads(found.stdout).get("status") or {}) if found.returncode == 0 else {}
 
 
-def archive_of(cluster: Cluster, namespace: str) -> dict:
+def archive_of(cluster: Cluster, namespace: str) -> dict[str, Any]:
     return ((status_of(cluster, namespace).get("backup") or {}).get("archive")) or {}
 
 
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         extra_args=["--namespace", namespace, "--leader-elect=false"],
     )
     operator.start()
-    result: dict = {"started": stamp, "megabytes": ctx.megabytes}
+    result: dict[str, Any] = {"started": stamp, "megabytes": ctx.megabytes}
     try:
         seed = yaml.safe_load((REPO / "examples" / "production-db.yaml").read_text())
         body = {
@@ -206,4 +207,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -38,8 +38,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -66,7 +68,7 @@ class Cluster:
     kubeconfig: Path
     bin_dir: str
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [f"{self.bin_dir}/kubectl", f"--kubeconfig={self.kubeconfig}", *args],
             input=stdin,
@@ -78,12 +80,12 @@ class Cluster:
             raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
         return result
 
-    def status(self, namespace: str) -> dict:
+    def status(self, namespace: str) -> dict[str, Any]:
         found = self.kubectl("get", "-n", namespace, "mydb", NAME, "-o", "json", check=False)
         return (json.loads(found.stdout).get("status") or {}) if found.returncode == 0 else {}
 
 
-def wait(what: str, check, timeout: float = 300) -> None:
+def wait(what: str, check: Callable[[], object], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -106,7 +108,7 @@ def settled(cluster: Cluster, namespace: str) -> str:
     return primary
 
 
-def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer) -> dict[str, float | str]:
+def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer) -> dict[str, Any]:
     primary = settled(cluster, namespace)
     address = primaries.pod_ip(cluster, namespace, primary)
     started = time.time()
@@ -148,7 +150,7 @@ def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer)
     }
 
 
-def summary(trials: dict[str, list[dict]]) -> dict[str, dict]:
+def summary(trials: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     figures = {}
     for kind, found in trials.items():
         key = "longest_gap" if kind == "switchover" else "first_commit_elsewhere"
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     operator.start()
     kinds = [k for k in ctx.kinds.split(",") if k]
-    trials: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    trials: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     try:
         seed = yaml.safe_load((REPO / "examples" / "production-db.yaml").read_text())
         body = {
@@ -226,4 +228,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

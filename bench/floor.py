@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent  # not from .process: the pure tes
 FIELD_MANAGER = "mydb-bench-floor"
 
 
-def render(cr: dict, namespace: str, env: dict[str, str], workdir: Path) -> str:
+def render(cr: dict[str, Any], namespace: str, env: dict[str, str], workdir: Path) -> str:
     path = workdir / f"{cr['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(cr))
     result = subprocess.run(
@@ -56,8 +56,8 @@ def _comparable(text: str) -> list[str]:
 
 
 def render_wave(
-    crs: list[dict], namespace: str, env: dict[str, str], workdir: Path, log: Callable[[str], None]
-) -> tuple[dict[str, str], dict]:
+    crs: list[dict[str, Any]], namespace: str, env: dict[str, str], workdir: Path, log: Callable[[str], None]
+) -> tuple[dict[str, str], dict[str, Any]]:
     """{name: manifests} for every CR, and how they were made."""
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -134,7 +134,7 @@ def render_env(helm: str, bin_dir: str, home: Path) -> dict[str, str]:
     }
 
 
-def object_path(obj: dict, namespace: str) -> str:
+def object_path(obj: dict[str, Any], namespace: str) -> str:
     """The API path of a namespaced object, from its apiVersion, kind and name."""
     group_version = obj["apiVersion"]
     prefix = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
@@ -143,9 +143,9 @@ def object_path(obj: dict, namespace: str) -> str:
     return f"{prefix}/namespaces/{namespace}/{plural}/{obj['metadata']['name']}"
 
 
-def wave_objects(rendered: dict[str, str], namespace: str) -> list[tuple[str, dict]]:
+def wave_objects(rendered: dict[str, str], namespace: str) -> list[tuple[str, dict[str, Any]]]:
     """(database, object) in apply order: each database's Secret, then its manifests as rendered."""
-    out: list[tuple[str, dict]] = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for name, text in rendered.items():
         out.append((name, credentials_secret(namespace, name)))
         out.extend((name, doc) for doc in yaml.safe_load_all(text) if doc)

@@ -15,9 +15,10 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
+from kubernetes.client import V1FlowSchema, V1Namespace
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -49,13 +50,15 @@ class Cluster:
 
     def get_raw(self, path: str, timeout: float = 30) -> str:
         with urllib.request.urlopen(self.server + path, context=self._tls, timeout=timeout) as response:
-            return response.read().decode()
+            body: bytes = response.read()
+            return body.decode()
 
     def apiserver_metrics(self) -> prom.Samples:
         return prom.parse(self.get_raw("/metrics"), APISERVER_METRICS)
 
     def server_version(self) -> str:
-        return json.loads(self.get_raw("/version")).get("gitVersion", "?")
+        version: str = json.loads(self.get_raw("/version")).get("gitVersion", "?")
+        return version
 
     def component_pids(self) -> dict[str, int]:
         """The control plane's processes, from hack/cluster.py's pid files."""
@@ -68,7 +71,12 @@ class Cluster:
     # ------------------------------------------------------------- namespaces
 
     def create_namespace(self, name: str) -> None:
-        self.core.create_namespace({"metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "mydb-bench"}}})
+        # The client validates a dict into its model (pydantic) before it sends it: the same, done here.
+        self.core.create_namespace(
+            V1Namespace.model_validate(
+                {"metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "mydb-bench"}}}
+            )
+        )
         # Pods need the namespace's default ServiceAccount, which a controller creates.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -106,7 +114,10 @@ class Cluster:
 
     def strip_finalizers(self, namespace: str) -> int:
         """Remove the finalizer from every MyDatabase (the operator is stopped), so the namespace can go."""
-        items = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+        listed = cast(  # the custom objects API returns the decoded JSON, annotated as object
+            dict[str, Any], self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        )
+        items = listed["items"]
         for item in items:
             if item["metadata"].get("finalizers"):
                 try:
@@ -120,10 +131,10 @@ class Cluster:
 
     # ------------------------------------------------------------ flowschemas
 
-    def install_flow_schemas(self, schemas: list[dict]) -> None:
+    def install_flow_schemas(self, schemas: list[dict[str, Any]]) -> None:
         for schema in schemas:
             try:
-                self.flow.create_flow_schema(schema)
+                self.flow.create_flow_schema(V1FlowSchema.model_validate(schema))  # as create_namespace
             except ApiException as error:
                 if error.status != 409:
                     raise
@@ -138,7 +149,7 @@ class Cluster:
 
 @dataclass
 class Goal:
-    predicate: Callable[[str, dict], bool]
+    predicate: Callable[[str, dict[str, Any]], bool]
     met: dict[str, float] = field(default_factory=dict)  # key -> time.monotonic() when first seen met
 
 
@@ -148,14 +159,14 @@ class Tracker:
     Times are taken when the watch event arrives, so they include the watch's
     delivery delay (milliseconds on a local API server)."""
 
-    def __init__(self, key: Callable[[dict], str | None]):
+    def __init__(self, key: Callable[[dict[str, Any]], str | None]):
         self.key = key
-        self.latest: dict[str, dict] = {}
+        self.latest: dict[str, dict[str, Any]] = {}
         self.deleted: dict[str, float] = {}  # key -> time.monotonic() of its latest DELETED event
         self.goals: dict[str, Goal] = {}
         self.lock = threading.Lock()
 
-    def seen(self, obj: dict) -> None:
+    def seen(self, obj: dict[str, Any]) -> None:
         key = self.key(obj)
         if key is None:
             return
@@ -166,7 +177,7 @@ class Tracker:
                 if key not in goal.met and goal.predicate(key, obj):
                     goal.met[key] = now
 
-    def gone(self, obj: dict) -> None:
+    def gone(self, obj: dict[str, Any]) -> None:
         key = self.key(obj)
         if key is None:
             return
@@ -178,7 +189,7 @@ class Tracker:
         with self.lock:
             return dict(self.deleted)
 
-    def add_goal(self, name: str, predicate: Callable[[str, dict], bool]) -> None:
+    def add_goal(self, name: str, predicate: Callable[[str, dict[str, Any]], bool]) -> None:
         """Track a goal from now on; objects that already meet it count as met now."""
         now = time.monotonic()
         with self.lock:
@@ -191,7 +202,7 @@ class Tracker:
         with self.lock:
             return dict(self.goals[name].met)
 
-    def snapshot(self) -> dict[str, dict]:
+    def snapshot(self) -> dict[str, dict[str, Any]]:
         with self.lock:
             return dict(self.latest)
 
@@ -264,15 +275,15 @@ def start_watch(list_call: Callable[..., Any], tracker: Tracker, label_selector:
 # --------------------------------------------------------------- predicates
 
 
-def conditions(obj: dict) -> dict[str, dict]:
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def cr_revision(obj: dict) -> int:
+def cr_revision(obj: dict[str, Any]) -> int:
     return int(((obj.get("status") or {}).get("release") or {}).get("revision") or 0)
 
 
-def cr_ready(obj: dict, min_revision: int = 1) -> bool:
+def cr_ready(obj: dict[str, Any], min_revision: int = 1) -> bool:
     """Ready=True for the current generation, at helm revision >= min_revision."""
     status = obj.get("status") or {}
     return (
@@ -282,7 +293,7 @@ def cr_ready(obj: dict, min_revision: int = 1) -> bool:
     )
 
 
-def cr_hibernated(obj: dict) -> bool:
+def cr_hibernated(obj: dict[str, Any]) -> bool:
     """Phase Hibernated for the current generation, at helm revision >= 1."""
     status = obj.get("status") or {}
     return (
@@ -292,25 +303,27 @@ def cr_hibernated(obj: dict) -> bool:
     )
 
 
-def helm_release_deployed(obj: dict, min_revision: int = 1) -> bool:
+def helm_release_deployed(obj: dict[str, Any], min_revision: int = 1) -> bool:
     """A Helm release record (configmap driver) in status deployed, at revision >= min_revision."""
     labels = obj["metadata"].get("labels") or {}
     return labels.get("status") == "deployed" and int(labels.get("version") or 0) >= min_revision
 
 
-def statefulset_ready(obj: dict) -> bool:
+def statefulset_ready(obj: dict[str, Any]) -> bool:
     status = obj.get("status") or {}
     want = (obj.get("spec") or {}).get("replicas", 1)
-    return (status.get("readyReplicas") or 0) >= want and status.get("observedGeneration", 0) >= obj["metadata"].get(
-        "generation", 1
+    return bool(
+        (status.get("readyReplicas") or 0) >= want
+        and status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 1)
     )
 
 
-def by_name(obj: dict) -> str:
-    return obj["metadata"]["name"]
+def by_name(obj: dict[str, Any]) -> str:
+    name: str = obj["metadata"]["name"]
+    return name
 
 
-def by_helm_release(obj: dict) -> str | None:
+def by_helm_release(obj: dict[str, Any]) -> str | None:
     return (obj["metadata"].get("labels") or {}).get("name")
 
 

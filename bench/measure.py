@@ -34,7 +34,7 @@ class Snapshot:
         self.harness = own.user + own.system
 
 
-def window(before: Snapshot, after: Snapshot, meaning: dict, n: int) -> dict[str, Any]:
+def window(before: Snapshot, after: Snapshot, meaning: dict[str, tuple[str, str]], n: int) -> dict[str, Any]:
     """What happened between two snapshots: Helm runs, API requests (the operator's and all), CPU."""
     op_delta = prom.diff(after.operator, before.operator)
     api_delta = prom.diff(after.apiserver, before.apiserver)

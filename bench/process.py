@@ -13,6 +13,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -32,7 +33,8 @@ MB = 1024 * 1024
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 class OperatorProcess:
@@ -52,7 +54,7 @@ class OperatorProcess:
         self.kubeconfig, self.helm, self.bin_dir, self.log_path = kubeconfig, helm, bin_dir, log_path
         self.resync, self.helm_parallel, self.rollout_window = resync, helm_parallel, rollout_window
         self.extra_args = extra_args or []
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.metrics_port = 0
 
     def start(self, timeout: float = 60) -> None:
@@ -135,7 +137,7 @@ class Peaks:
     children: int = 0  # most processes below the operator at once
     samples: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "operator_rss_mb": round(self.rss / MB, 1),
             "tree_rss_mb": round(self.tree_rss / MB, 1),

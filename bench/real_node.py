@@ -26,16 +26,17 @@ import datetime
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import yaml
 from kubernetes.client.exceptions import ApiException
 
 from mydb_operator.config import Config
+from mydb_operator.desired.credentials import credentials_secret
 
 from . import floor, kube, report
 from .measure import log
@@ -66,7 +67,8 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float) -> float:
 
 def statefulset_ready(cluster: kube.Cluster, namespace: str, name: str) -> bool:
     try:
-        response = cluster.apps.read_namespaced_stateful_set(name, namespace, _preload_content=False)
+        # _preload_content=False: the HTTP response, not the V1StatefulSet the client's annotation names.
+        response: Any = cluster.apps.read_namespaced_stateful_set(name, namespace, _preload_content=False)
     except ApiException as error:
         if error.status == 404:
             return False
@@ -76,7 +78,7 @@ def statefulset_ready(cluster: kube.Cluster, namespace: str, name: str) -> bool:
 
 def database_ready(cluster: kube.Cluster, namespace: str, name: str) -> bool:
     obj = cluster.custom.get_namespaced_custom_object(kube.GROUP, kube.VERSION, namespace, kube.PLURAL, name)
-    return kube.cr_ready(obj, 1)
+    return kube.cr_ready(cast(dict[str, Any], obj), 1)  # the decoded JSON, annotated as object
 
 
 def database_exists(cluster: kube.Cluster, namespace: str, name: str) -> bool:
@@ -109,7 +111,7 @@ def kubectl_apply(ctx: argparse.Namespace, namespace: str, stream: str) -> None:
     )
 
 
-def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str, float]:
+def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict[str, Any]) -> dict[str, float]:
     name = seed["metadata"]["name"]
     operator = OperatorProcess(
         ctx.cluster.kubeconfig,
@@ -136,10 +138,10 @@ def operator_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[s
         operator.stop()
 
 
-def floor_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str, float]:
+def floor_turn(ctx: argparse.Namespace, namespace: str, seed: dict[str, Any]) -> dict[str, float]:
     name = seed["metadata"]["name"]
     manifests = floor.render(seed, namespace, ctx.render_env, ctx.logs)
-    stream = json.dumps(floor.credentials_secret(namespace, name)) + "\n---\n" + manifests
+    stream = json.dumps(credentials_secret(namespace, name)) + "\n---\n" + manifests
     t0 = time.monotonic()
     kubectl_apply(ctx, namespace, stream)
     pods = wait_until(
@@ -148,10 +150,10 @@ def floor_turn(ctx: argparse.Namespace, namespace: str, seed: dict) -> dict[str,
     return {"pods_ready": round(pods - t0, 2)}
 
 
-Turn = Callable[[argparse.Namespace, str, dict], dict[str, float]]
+Turn = Callable[[argparse.Namespace, str, dict[str, Any]], dict[str, float]]
 
 
-def in_namespace(ctx: argparse.Namespace, namespace: str, turn: Turn, seed: dict) -> dict[str, float]:
+def in_namespace(ctx: argparse.Namespace, namespace: str, turn: Turn, seed: dict[str, Any]) -> dict[str, float]:
     """One turn in a namespace of its own, deleted afterwards."""
     ctx.cluster.create_namespace(namespace)
     try:
@@ -204,4 +206,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -30,7 +30,7 @@ def _s(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def one_line(wave: dict) -> str:
+def one_line(wave: dict[str, Any]) -> str:
     ready = wave["ready"]
     deployed = wave["deployed"]
     return (
@@ -41,12 +41,12 @@ def one_line(wave: dict) -> str:
     )
 
 
-def get_all(wave: dict, key: str) -> Any:
+def get_all(wave: dict[str, Any], key: str) -> Any:
     """The `all` of a summary that older results may not have."""
     return (wave.get(key) or {}).get("all")
 
 
-def delete_line(wave: dict) -> str:
+def delete_line(wave: dict[str, Any]) -> str:
     gone = wave["gone"]
     return (
         f"all gone {_s(gone['all'])}s (p50 {_s(gone['p50'])}s; CRs {_s(wave['crs_gone']['all'])}s, releases "
@@ -60,18 +60,21 @@ def delete_line(wave: dict) -> str:
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[_s(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda row: "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |"  # noqa: E731
+
+    def line(row: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |"
+
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)])
 
 
-def per_db(cpu: dict | None, n: int) -> float | None:
+def per_db(cpu: dict[str, Any] | None, n: int) -> float | None:
     """The operator's CPU (process + Helm children) per database, from a wave's cpu_seconds."""
     if not cpu:
         return None
     return round(((cpu.get("operator") or 0) + (cpu.get("helm") or 0)) / n, 3)
 
 
-def measures(size: dict) -> dict[str, Any]:
+def measures(size: dict[str, Any]) -> dict[str, Any]:
     """One size of one run as the issue's measures (None where the wave did not run)."""
     op = size.get("operator") or {}
     create, idle, delete = op.get("create") or {}, op.get("idle") or {}, op.get("delete") or {}
@@ -79,7 +82,7 @@ def measures(size: dict) -> dict[str, Any]:
     restart = zero.get("restart") or {}
     n = size["n"]
 
-    def get(d: dict, *path: str) -> Any:
+    def get(d: Any, *path: str) -> Any:
         for key in path:
             d = d.get(key) if isinstance(d, dict) else None
         return d
@@ -127,7 +130,7 @@ def measures(size: dict) -> dict[str, Any]:
     }
 
 
-def by_size(results: dict) -> dict[int, list[dict[str, Any]]]:
+def by_size(results: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
     """{N: [the measures of each run]}."""
     out: dict[int, list[dict[str, Any]]] = {}
     for run in results.get("runs", []):
@@ -183,7 +186,7 @@ def _across(values: list[Any]) -> str:
     )
 
 
-def summary_table(results: dict) -> str:
+def summary_table(results: dict[str, Any]) -> str:
     sizes = by_size(results)
     ns = sorted(sizes)
     rows = [
@@ -207,7 +210,7 @@ def summary_table(results: dict) -> str:
     return f"Per size, median [min-max] spread over {runs} run(s)\n" + table(["measure", *(f"N={n}" for n in ns)], rows)
 
 
-def tables(results: dict) -> str:
+def tables(results: dict[str, Any]) -> str:
     parts = [summary_table(results)]
     checks = results.get("targets") or []
     if checks:
@@ -227,7 +230,7 @@ def tables(results: dict) -> str:
     return "\n\n".join(parts)
 
 
-def _target(name: str, values: list[Any], ok: Callable[[Any], bool], unit: str = "") -> dict | None:
+def _target(name: str, values: list[Any], ok: Callable[[Any], bool], unit: str = "") -> dict[str, Any] | None:
     present = [v for v in values if v is not None]
     if not present:
         return None
@@ -235,13 +238,13 @@ def _target(name: str, values: list[Any], ok: Callable[[Any], bool], unit: str =
     return {"target": name, "measured": shown, "met": len(present) == len(values) and all(ok(v) for v in present)}
 
 
-def targets(results: dict) -> list[dict]:
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets, judged on what ran: a target holds when it holds in every run."""
     sizes = by_size(results)
-    out: list[dict | None] = []
+    out: list[dict[str, Any] | None] = []
     at100 = sizes.get(100, [])
 
-    def values(runs: list[dict], key: str) -> list[Any]:
+    def values(runs: list[dict[str, Any]], key: str) -> list[Any]:
         return [m[key] for m in runs]
 
     out += [

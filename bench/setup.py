@@ -92,7 +92,7 @@ def machine_facts(cluster: kube.Cluster, bins: str) -> dict[str, Any]:
     }
 
 
-def database(name: str, schedule: str, hibernate: bool = False) -> dict:
+def database(name: str, schedule: str, hibernate: bool = False) -> dict[str, Any]:
     spec = {"replicas": 3, "version": "15.2", "storage": "1Gi", "backup": {"schedule": schedule}}
     if hibernate:
         spec["hibernate"] = True  # StatefulSet at 0 replicas: no pod to schedule or wait for
@@ -112,7 +112,9 @@ WATCHED = (
 )
 
 
-def wait_watching(cluster: kube.Cluster, before: prom.Samples, meaning: dict, timeout: float = 60) -> None:
+def wait_watching(
+    cluster: kube.Cluster, before: prom.Samples, meaning: dict[str, tuple[str, str]], timeout: float = 60
+) -> None:
     """Wait until the operator has opened its watches, so that start-up is not counted as the create wave."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -15,7 +15,7 @@ def percentile(values: Iterable[float], p: float) -> float | None:
     return ordered[rank - 1]
 
 
-def summary(latencies: dict[str, float], expected: int) -> dict:
+def summary(latencies: dict[str, float], expected: int) -> dict[str, float | None]:
     """p50/p95/max over the databases that got there; `all` only when every one of `expected` did."""
     values = list(latencies.values())
     done = len(values)
@@ -47,7 +47,7 @@ def median(values: Iterable[float]) -> float | None:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def across(values: list[float]) -> dict:
+def across(values: list[float]) -> dict[str, float | None]:
     """The same measure over several runs: median, min, max, and the spread (max - min) / median."""
     mid = median(values)
     return {

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench import apf, floor, kube, prom, report, stats
 
 APISERVER = """# HELP apiserver_request_total Counter of apiserver requests
@@ -19,13 +21,13 @@ apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_le
 """
 
 
-def test_parse_keeps_only_the_named_metrics_with_their_labels():
+def test_parse_keeps_only_the_named_metrics_with_their_labels() -> None:
     samples = prom.parse(APISERVER, ["apiserver_request_total"])
     assert len(samples) == 4  # the _other metric and the comment are left out
     assert prom.total(samples, "apiserver_request_total", verb="LIST") == 10
 
 
-def test_diff_counts_new_series_from_zero_and_drops_unchanged():
+def test_diff_counts_new_series_from_zero_and_drops_unchanged() -> None:
     before = prom.parse(APISERVER, ["apiserver_request_total"])
     after = prom.parse(
         APISERVER.replace("} 10", "} 15") + 'apiserver_request_total{verb="GET",resource="services"} 2\n',
@@ -35,13 +37,13 @@ def test_diff_counts_new_series_from_zero_and_drops_unchanged():
     assert sorted(delta.values()) == [2, 5]
 
 
-def test_requests_grouped_by_verb_and_resource_with_subresources_and_without_non_resource_urls():
+def test_requests_grouped_by_verb_and_resource_with_subresources_and_without_non_resource_urls() -> None:
     grouped = prom.requests_by_verb_resource(prom.parse(APISERVER, ["apiserver_request_total"]))
     assert grouped == {"LIST": {"pods": 10}, "POST": {"pods": 4}, "PATCH": {"mydatabases/status": 2}}
     assert prom.split_reads_writes(grouped) == (10, 6)
 
 
-def test_operator_share_comes_from_its_own_flow_schemas_only():
+def test_operator_share_comes_from_its_own_flow_schemas_only() -> None:
     schemas, meaning = apf.flow_schemas("mydb-system", "mydb-operator")
     names = [s["metadata"]["name"] for s in schemas]
     assert len(names) == len(set(names))
@@ -56,12 +58,12 @@ def test_operator_share_comes_from_its_own_flow_schemas_only():
     assert share == {"list": {"pods": 3}, "patch": {"mydatabases/status": 1}}  # exempt (admin, kwok) is not ours
     assert apf.reads_writes(share) == (3, 1)
     # The leader election's Lease traffic is counted apart from the databases'.
-    with_lease = {**share, "update": {"leases": 4}, "get": {"leases": 4}}
+    with_lease: dict[str, dict[str, float]] = {**share, "update": {"leases": 4}, "get": {"leases": 4}}
     assert apf.reads_writes(with_lease) == (3, 1)
     assert apf.lease_writes(with_lease) == 4
 
 
-def test_percentiles_are_nearest_rank_and_all_needs_every_database():
+def test_percentiles_are_nearest_rank_and_all_needs_every_database() -> None:
     assert stats.percentile([5, 1, 3, 2, 4], 50) == 3
     assert stats.percentile(range(1, 101), 95) == 95
     assert stats.percentile([], 50) is None
@@ -69,7 +71,7 @@ def test_percentiles_are_nearest_rank_and_all_needs_every_database():
     assert stats.summary({"a": 1.0}, expected=2)["all"] is None
 
 
-def size_100(p50: float, gone: float, writes_per_db: float = 12.0, idle_writes: int = 0) -> dict:
+def size_100(p50: float, gone: float, writes_per_db: float = 12.0, idle_writes: int = 0) -> dict[str, Any]:
     wave = {
         "deployed": {"all": 30.0},
         "ready": {"all": 40.0},
@@ -98,14 +100,14 @@ def size_100(p50: float, gone: float, writes_per_db: float = 12.0, idle_writes: 
     }
 
 
-def test_measures_read_the_issues_quantities_from_a_size():
+def test_measures_read_the_issues_quantities_from_a_size() -> None:
     m = report.measures(size_100(p50=25.0, gone=10.0))
     assert (m["sts_ready_p50"], m["sts_ready_all"], m["apiserver_cpu"], m["cpu_per_db"]) == (25.0, 45.0, 35.0, 0.15)
     assert (m["delete_all"], m["delete_cpu"], m["delete_requests"]) == (10.0, 3.0, 210)
     assert m["zero_deployed_all"] is None  # the wave did not run
 
 
-def test_a_target_holds_only_when_it_holds_in_every_run():
+def test_a_target_holds_only_when_it_holds_in_every_run() -> None:
     results = {"runs": [{"sizes": [size_100(p50=25.0, gone=10.0)]}, {"sizes": [size_100(p50=31.0, gone=10.5)]}]}
     met = {t["target"]: t["met"] for t in report.targets(results)}
     assert met["N=100: StatefulSets ready p50 <= 30 s"] is False
@@ -116,20 +118,20 @@ def test_a_target_holds_only_when_it_holds_in_every_run():
     assert "N=1000: scaled to zero, all deployed <= 150 s" not in met  # not run: not judged
 
 
-def test_spread_is_the_range_over_the_median():
+def test_spread_is_the_range_over_the_median() -> None:
     assert stats.across([10.0, 12.0, 11.0]) == {"median": 11.0, "min": 10.0, "max": 12.0, "spread": 0.182}
     assert stats.median([1.0, 3.0]) == 2.0
 
 
-def test_the_summary_names_every_measure_with_its_runs():
+def test_the_summary_names_every_measure_with_its_runs() -> None:
     results = {"runs": [{"sizes": [size_100(p50=25.0, gone=10.0)]}, {"sizes": [size_100(p50=31.0, gone=10.5)]}]}
     text = report.summary_table(results)
     assert "StatefulSets ready, p50 (s)" in text and "28.0 [25.0-31.0] 21%" in text
     assert "writes per database: status" in text
 
 
-def test_writes_by_kind_names_what_each_write_is_for_and_leaves_the_lease_out():
-    by_verb = {
+def test_writes_by_kind_names_what_each_write_is_for_and_leaves_the_lease_out() -> None:
+    by_verb: dict[str, dict[str, float]] = {
         "patch": {"mydatabases/status": 5, "pods": 3, "mydatabases": 1, "statefulsets": 1, "leases": 9},
         "create": {"events": 4, "secrets": 1, "configmaps": 1, "services": 3},
         "get": {"pods": 7},
@@ -145,14 +147,14 @@ def test_writes_by_kind_names_what_each_write_is_for_and_leaves_the_lease_out():
     }
 
 
-def test_a_release_is_gone_when_its_last_record_is():
+def test_a_release_is_gone_when_its_last_record_is() -> None:
     records = {"sh.helm.release.v1.a.v1": "a", "sh.helm.release.v1.a.v2": "a", "sh.helm.release.v1.b.v1": "b"}
     deleted = {"sh.helm.release.v1.a.v1": 3.0, "sh.helm.release.v1.a.v2": 5.0}
     assert kube.releases_gone(records, deleted) == {"a": 5.0}
     assert kube.releases_gone(records, {**deleted, "sh.helm.release.v1.b.v1": 1.0}) == {"a": 5.0, "b": 1.0}
 
 
-def test_object_paths_follow_the_api_groups_and_plurals():
+def test_object_paths_follow_the_api_groups_and_plurals() -> None:
     def path(api_version: str, kind: str) -> str:
         return floor.object_path({"apiVersion": api_version, "kind": kind, "metadata": {"name": "db"}}, "ns")
 
@@ -164,14 +166,14 @@ def test_object_paths_follow_the_api_groups_and_plurals():
     assert path("policy/v1", "PodDisruptionBudget") == "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/db"
 
 
-def test_each_database_applies_its_secret_first_then_its_manifests():
+def test_each_database_applies_its_secret_first_then_its_manifests() -> None:
     rendered = {"a": "kind: ConfigMap\napiVersion: v1\nmetadata: {name: a}\n---\n", "b": ""}
     objects = floor.wave_objects(rendered, "ns")
     assert [(name, obj["kind"]) for name, obj in objects] == [("a", "Secret"), ("a", "ConfigMap"), ("b", "Secret")]
 
 
-def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
-    def zero_only(n: int, helm_cpu: float, deployed: float) -> dict:
+def test_the_scale_targets_judge_a_scaled_to_zero_only_run() -> None:
+    def zero_only(n: int, helm_cpu: float, deployed: float) -> dict[str, Any]:
         return {
             "n": n,
             "scaled_to_zero": {
@@ -189,7 +191,7 @@ def test_the_scale_targets_judge_a_scaled_to_zero_only_run():
     assert not any("create wave" in target for target in met)  # no create wave ran: not judged
 
 
-def test_the_scaled_to_zero_floor_is_what_the_control_plane_alone_takes():
+def test_the_scaled_to_zero_floor_is_what_the_control_plane_alone_takes() -> None:
     size = {
         "n": 1000,
         "scaled_to_zero": {"deployed": {"all": 180.0}},
@@ -200,7 +202,7 @@ def test_the_scaled_to_zero_floor_is_what_the_control_plane_alone_takes():
     assert report.measures({"n": 1000, "scaled_to_zero": {"deployed": {"all": 180.0}}})["zero_vs_floor"] is None
 
 
-def test_the_real_node_summary_judges_the_operators_ready_against_the_floors_pods():
+def test_the_real_node_summary_judges_the_operators_ready_against_the_floors_pods() -> None:
     turns = {
         "operator": [
             {"pods_ready": 20.0, "ready": 21.0},

@@ -31,11 +31,29 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import node
 from harness import (
-    ADMIN_KUBECONFIG, HACK_DIR, KWOK_POD_CIDR, LOG_DIR, PID_DIR, PKI_DIR, POD_CIDR, PORT_BASE, SERVICE_CIDR,
-    SERVICE_FIRST_IP, STATE_DIR, http_ok, log, make_cert, openssl, running_pid, start, stop, wait_until,
+    ADMIN_KUBECONFIG,
+    HACK_DIR,
+    KWOK_POD_CIDR,
+    LOG_DIR,
+    PID_DIR,
+    PKI_DIR,
+    POD_CIDR,
+    PORT_BASE,
+    SERVICE_CIDR,
+    SERVICE_FIRST_IP,
+    STATE_DIR,
+    http_ok,
+    log,
+    make_cert,
+    openssl,
+    running_pid,
+    start,
+    stop,
+    wait_until,
 )
 
 APISERVER_PORT = PORT_BASE + 43
@@ -79,12 +97,30 @@ def make_pki() -> None:
     if not (PKI_DIR / "ca.crt").exists():
         openssl("genrsa", "-out", str(PKI_DIR / "ca.key"), "2048")
         openssl(
-            "req", "-x509", "-new", "-key", str(PKI_DIR / "ca.key"), "-subj", "/CN=mydb-local-ca",
-            "-days", "3650", "-sha256", "-out", str(PKI_DIR / "ca.crt"),
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            str(PKI_DIR / "ca.key"),
+            "-subj",
+            "/CN=mydb-local-ca",
+            "-days",
+            "3650",
+            "-sha256",
+            "-out",
+            str(PKI_DIR / "ca.crt"),
         )
     sans = ",".join(
-        ["IP:127.0.0.1", f"IP:{SERVICE_FIRST_IP}", f"IP:{node.NODE_IP}", "DNS:localhost", "DNS:kubernetes",
-         "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]
+        [
+            "IP:127.0.0.1",
+            f"IP:{SERVICE_FIRST_IP}",
+            f"IP:{node.NODE_IP}",
+            "DNS:localhost",
+            "DNS:kubernetes",
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+        ]
     )
     make_cert("apiserver", "/CN=kube-apiserver", server_sans=sans)
     make_cert("apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
@@ -109,10 +145,15 @@ def kubeconfig_yaml(user: str, credentials: dict[str, str]) -> str:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "mydb-local", "cluster": {
-            "server": f"https://127.0.0.1:{APISERVER_PORT}",
-            "certificate-authority-data": b64(PKI_DIR / "ca.crt"),
-        }}],
+        "clusters": [
+            {
+                "name": "mydb-local",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{APISERVER_PORT}",
+                    "certificate-authority-data": b64(PKI_DIR / "ca.crt"),
+                },
+            }
+        ],
         "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": "mydb-local", "context": {"cluster": "mydb-local", "user": user}}],
         "current-context": "mydb-local",
@@ -121,10 +162,13 @@ def kubeconfig_yaml(user: str, credentials: dict[str, str]) -> str:
 
 
 def cert_kubeconfig(name: str) -> str:
-    return kubeconfig_yaml(name, {
-        "client-certificate-data": b64(PKI_DIR / f"{name}.crt"),
-        "client-key-data": b64(PKI_DIR / f"{name}.key"),
-    })
+    return kubeconfig_yaml(
+        name,
+        {
+            "client-certificate-data": b64(PKI_DIR / f"{name}.crt"),
+            "client-key-data": b64(PKI_DIR / f"{name}.key"),
+        },
+    )
 
 
 def kubeconfig_for(name: str) -> Path:
@@ -146,17 +190,23 @@ def write_kubeconfigs() -> None:
 
 
 def start_etcd(bins: Path) -> None:
-    start("etcd", [
-        str(bins / "etcd"), "--name=local", f"--data-dir={STATE_DIR / 'etcd'}",
-        f"--listen-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
-        f"--advertise-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
-        f"--listen-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
-        f"--initial-cluster=local=http://127.0.0.1:{ETCD_PEER_PORT}",
-        "--listen-metrics-urls=", "--log-level=warn",
-        # A throwaway test cluster: skipping fsync keeps 2 cores free for the rest.
-        "--unsafe-no-fsync=true",
-    ])
+    start(
+        "etcd",
+        [
+            str(bins / "etcd"),
+            "--name=local",
+            f"--data-dir={STATE_DIR / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+            f"--advertise-client-urls=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+            f"--listen-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{ETCD_PEER_PORT}",
+            f"--initial-cluster=local=http://127.0.0.1:{ETCD_PEER_PORT}",
+            "--listen-metrics-urls=",
+            "--log-level=warn",
+            # A throwaway test cluster: skipping fsync keeps 2 cores free for the rest.
+            "--unsafe-no-fsync=true",
+        ],
+    )
     wait_until("etcd", lambda: http_ok(f"http://127.0.0.1:{ETCD_CLIENT_PORT}/health"), process="etcd")
 
 
@@ -167,25 +217,30 @@ def start_apiserver(bins: Path) -> None:
         listen = ["--bind-address=0.0.0.0", f"--advertise-address={node.NODE_IP}"]
     else:
         listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
-    start("kube-apiserver", [
-        str(bins / "kube-apiserver"),
-        f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
-        *listen, f"--secure-port={APISERVER_PORT}",
-        f"--tls-cert-file={PKI_DIR / 'apiserver.crt'}", f"--tls-private-key-file={PKI_DIR / 'apiserver.key'}",
-        f"--client-ca-file={PKI_DIR / 'ca.crt'}",
-        # logs, exec and port-forward: the API server calls the kubelet, and checks its certificate.
-        f"--kubelet-client-certificate={PKI_DIR / 'apiserver-kubelet-client.crt'}",
-        f"--kubelet-client-key={PKI_DIR / 'apiserver-kubelet-client.key'}",
-        f"--kubelet-certificate-authority={PKI_DIR / 'ca.crt'}",
-        "--kubelet-preferred-address-types=InternalIP",  # the node's name resolves nowhere
-        "--authorization-mode=Node,RBAC",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        f"--service-account-key-file={PKI_DIR / 'sa.pub'}",
-        f"--service-account-signing-key-file={PKI_DIR / 'sa.key'}",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--allow-privileged=true",
-        "--profiling=false",
-    ])
+    start(
+        "kube-apiserver",
+        [
+            str(bins / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{ETCD_CLIENT_PORT}",
+            *listen,
+            f"--secure-port={APISERVER_PORT}",
+            f"--tls-cert-file={PKI_DIR / 'apiserver.crt'}",
+            f"--tls-private-key-file={PKI_DIR / 'apiserver.key'}",
+            f"--client-ca-file={PKI_DIR / 'ca.crt'}",
+            # logs, exec and port-forward: the API server calls the kubelet, and checks its certificate.
+            f"--kubelet-client-certificate={PKI_DIR / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={PKI_DIR / 'apiserver-kubelet-client.key'}",
+            f"--kubelet-certificate-authority={PKI_DIR / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP",  # the node's name resolves nowhere
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={PKI_DIR / 'sa.pub'}",
+            f"--service-account-signing-key-file={PKI_DIR / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--profiling=false",
+        ],
+    )
     wait_until(
         "kube-apiserver",
         lambda: http_ok(f"https://127.0.0.1:{APISERVER_PORT}/readyz", client_cert=True),
@@ -194,30 +249,40 @@ def start_apiserver(bins: Path) -> None:
 
 
 def start_controllers(bins: Path) -> None:
-    start("kube-controller-manager", [
-        str(bins / "kube-controller-manager"),
-        f"--kubeconfig={STATE_DIR / 'controller-manager.kubeconfig'}",
-        f"--authentication-kubeconfig={STATE_DIR / 'controller-manager.kubeconfig'}",
-        f"--authorization-kubeconfig={STATE_DIR / 'controller-manager.kubeconfig'}",
-        "--bind-address=127.0.0.1", f"--secure-port={CONTROLLER_MANAGER_PORT}",
-        f"--service-account-private-key-file={PKI_DIR / 'sa.key'}",
-        f"--root-ca-file={PKI_DIR / 'ca.crt'}",
-        f"--cluster-signing-cert-file={PKI_DIR / 'ca.crt'}",
-        f"--cluster-signing-key-file={PKI_DIR / 'ca.key'}",
-        "--use-service-account-credentials=true",
-        f"--service-cluster-ip-range={SERVICE_CIDR}", f"--cluster-cidr={POD_CIDR}",
-        "--leader-elect=false",
-        # Many databases at once: do not throttle the controllers below the API server's limits.
-        "--kube-api-qps=200", "--kube-api-burst=400",
-    ])
-    start("kube-scheduler", [
-        str(bins / "kube-scheduler"),
-        f"--kubeconfig={STATE_DIR / 'scheduler.kubeconfig'}",
-        f"--authentication-kubeconfig={STATE_DIR / 'scheduler.kubeconfig'}",
-        f"--authorization-kubeconfig={STATE_DIR / 'scheduler.kubeconfig'}",
-        "--bind-address=127.0.0.1", f"--secure-port={SCHEDULER_PORT}",
-        "--leader-elect=false",
-    ])
+    start(
+        "kube-controller-manager",
+        [
+            str(bins / "kube-controller-manager"),
+            f"--kubeconfig={STATE_DIR / 'controller-manager.kubeconfig'}",
+            f"--authentication-kubeconfig={STATE_DIR / 'controller-manager.kubeconfig'}",
+            f"--authorization-kubeconfig={STATE_DIR / 'controller-manager.kubeconfig'}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={CONTROLLER_MANAGER_PORT}",
+            f"--service-account-private-key-file={PKI_DIR / 'sa.key'}",
+            f"--root-ca-file={PKI_DIR / 'ca.crt'}",
+            f"--cluster-signing-cert-file={PKI_DIR / 'ca.crt'}",
+            f"--cluster-signing-key-file={PKI_DIR / 'ca.key'}",
+            "--use-service-account-credentials=true",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--leader-elect=false",
+            # Many databases at once: do not throttle the controllers below the API server's limits.
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+        ],
+    )
+    start(
+        "kube-scheduler",
+        [
+            str(bins / "kube-scheduler"),
+            f"--kubeconfig={STATE_DIR / 'scheduler.kubeconfig'}",
+            f"--authentication-kubeconfig={STATE_DIR / 'scheduler.kubeconfig'}",
+            f"--authorization-kubeconfig={STATE_DIR / 'scheduler.kubeconfig'}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={SCHEDULER_PORT}",
+            "--leader-elect=false",
+        ],
+    )
     wait_until(
         "kube-controller-manager",
         lambda: http_ok(f"https://127.0.0.1:{CONTROLLER_MANAGER_PORT}/healthz"),
@@ -231,44 +296,59 @@ def start_controllers(bins: Path) -> None:
 def write_kwok_config(bins: Path) -> Path:
     """kwok v0.8 takes its stages through --config: the module's stages plus ours."""
     documents = [(bins / "kwok-stages" / stage).read_text() for stage in KWOK_MODULE_STAGES]
-    documents += [path.read_text().replace("__VOLUME_DIR__", str(VOLUME_DIR))
-                  for path in sorted((HACK_DIR / "kwok").glob("*.yaml"))]
+    documents += [
+        path.read_text().replace("__VOLUME_DIR__", str(VOLUME_DIR))
+        for path in sorted((HACK_DIR / "kwok").glob("*.yaml"))
+    ]
     config = STATE_DIR / "kwok.yaml"
     config.write_text("\n---\n".join(doc.strip() for doc in documents) + "\n")
     return config
 
 
 def start_kwok(bins: Path) -> None:
-    start("kwok", [
-        str(bins / "kwok"),
-        f"--kubeconfig={STATE_DIR / 'kwok.kubeconfig'}",
-        f"--config={write_kwok_config(bins)}",
-        "--manage-all-nodes=false",
-        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-        "--node-ip=198.18.129.1", f"--cidr={KWOK_POD_CIDR}",
-        f"--server-address=127.0.0.1:{KWOK_PORT}",
-        "--node-lease-duration-seconds=40",
-    ])
+    start(
+        "kwok",
+        [
+            str(bins / "kwok"),
+            f"--kubeconfig={STATE_DIR / 'kwok.kubeconfig'}",
+            f"--config={write_kwok_config(bins)}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--node-ip=198.18.129.1",
+            f"--cidr={KWOK_POD_CIDR}",
+            f"--server-address=127.0.0.1:{KWOK_PORT}",
+            "--node-lease-duration-seconds=40",
+        ],
+    )
     wait_until("kwok", lambda: http_ok(f"http://127.0.0.1:{KWOK_PORT}/healthz"), process="kwok")
 
 
 def start_volume_agent() -> None:
     VOLUME_DIR.mkdir(parents=True, exist_ok=True)
-    start("volume-agent", [sys.executable, str(HACK_DIR / "volume_agent.py"),
-                           f"--kubeconfig={STATE_DIR / 'volume-agent.kubeconfig'}", f"--volume-dir={VOLUME_DIR}"])
+    start(
+        "volume-agent",
+        [
+            sys.executable,
+            str(HACK_DIR / "volume_agent.py"),
+            f"--kubeconfig={STATE_DIR / 'volume-agent.kubeconfig'}",
+            f"--volume-dir={VOLUME_DIR}",
+        ],
+    )
 
 
 def kubectl(bins: Path, *args: str, stdin: str | None = None, kubeconfig: Path = ADMIN_KUBECONFIG) -> str:
     result = subprocess.run(
         [str(bins / "kubectl"), f"--kubeconfig={kubeconfig}", *args],
-        input=stdin, text=True, capture_output=True,
+        input=stdin,
+        text=True,
+        capture_output=True,
     )
     if result.returncode != 0:
         raise SystemExit(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
     return result.stdout
 
 
-def node_manifest(index: int) -> dict:
+def node_manifest(index: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -287,7 +367,7 @@ def node_manifest(index: int) -> dict:
     }
 
 
-def node_capacity() -> dict:
+def node_capacity() -> dict[str, Any]:
     """Simulated capacity: enough for a benchmark of hundreds of databases. Ephemeral storage too: a
     pod that requests some (the chart's presets do) never fits a node that reports none."""
     resources = {"cpu": "1000", "memory": "4Ti", "ephemeral-storage": "100Ti", "pods": "2000"}
@@ -298,8 +378,16 @@ def set_node_capacity(bins: Path) -> None:
     """apply sets a node's status only when it creates the node: a cluster kept from an older
     checkout gets today's capacity too."""
     for index in range(NODE_COUNT):
-        kubectl(bins, "patch", "node", f"kwok-node-{index}", "--subresource=status", "--type=merge",
-                "-p", json.dumps({"status": node_capacity()}))
+        kubectl(
+            bins,
+            "patch",
+            "node",
+            f"kwok-node-{index}",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": node_capacity()}),
+        )
 
 
 def install_cluster_objects(bins: Path) -> None:
@@ -310,9 +398,16 @@ def install_cluster_objects(bins: Path) -> None:
     kubectl(bins, "wait", "--for=condition=Ready", "node", "--all", "--timeout=120s")
     log(f"{NODE_COUNT} simulated nodes are Ready")
     # Pods need the namespace's default ServiceAccount, which a controller creates.
-    wait_until("default ServiceAccount", lambda: subprocess.run(
-        [str(bins / "kubectl"), f"--kubeconfig={ADMIN_KUBECONFIG}", "get", "serviceaccount", "default"],
-        capture_output=True).returncode == 0)
+    wait_until(
+        "default ServiceAccount",
+        lambda: (
+            subprocess.run(
+                [str(bins / "kubectl"), f"--kubeconfig={ADMIN_KUBECONFIG}", "get", "serviceaccount", "default"],
+                capture_output=True,
+            ).returncode
+            == 0
+        ),
+    )
 
 
 def healthy() -> bool:
@@ -327,9 +422,11 @@ def real_node_taken() -> str | None:
     if not other:
         return None
     env = f"MYDB_CLUSTER_DIR={other['cluster_dir']} MYDB_CLUSTER_PORT_BASE={other['port_base']}"
-    return (f"the host's real node belongs to the running cluster in {other['cluster_dir']}; one cluster at a time "
-            f"can have it. Pause that one with `{env} python3 hack/cluster.py stop` (`up` resumes it, its databases "
-            f"kept), or start this one without a real node (MYDB_REAL_NODE=0).")
+    return (
+        f"the host's real node belongs to the running cluster in {other['cluster_dir']}; one cluster at a time "
+        f"can have it. Pause that one with `{env} python3 hack/cluster.py stop` (`up` resumes it, its databases "
+        f"kept), or start this one without a real node (MYDB_REAL_NODE=0)."
+    )
 
 
 def cmd_up(_: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ Only the standard library is used so that this runs before any venv exists.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import ssl
@@ -13,7 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HACK_DIR = Path(__file__).resolve().parent
 REPO_DIR = HACK_DIR.parent
@@ -45,7 +48,7 @@ def log(message: str) -> None:
     print(f"[cluster {time.monotonic() - START:5.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-def run(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+def run(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """A command whose failure is reported with its own words."""
     result = subprocess.run(args, text=True, capture_output=True, **kwargs)
     if check and result.returncode != 0:
@@ -75,8 +78,22 @@ def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> Non
         lines.append(f"subjectAltName={server_sans}")
     ext.write_text("\n".join(lines) + "\n")
     openssl(
-        "x509", "-req", "-in", str(csr), "-CA", str(PKI_DIR / "ca.crt"), "-CAkey", str(PKI_DIR / "ca.key"),
-        "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(PKI_DIR / "ca.crt"),
+        "-CAkey",
+        str(PKI_DIR / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-sha256",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(crt),
     )
 
 
@@ -104,11 +121,16 @@ def running_pid(name: str, pid_dir: Path = PID_DIR) -> int | None:
 
 
 def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-    log_file = open(LOG_DIR / f"{name}.log", "ab")
-    process = subprocess.Popen(
-        args, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        env=env,
-    )
+    # The child has its own copy of the log's descriptor: ours closes once it is started.
+    with open(LOG_DIR / f"{name}.log", "ab") as log_file:
+        process = subprocess.Popen(
+            args,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
     pid_file(name).write_text(str(process.pid))
     log(f"started {name} (pid {process.pid}, log {LOG_DIR / (name + '.log')})")
 
@@ -124,10 +146,8 @@ def stop(name: str) -> None:
         time.sleep(0.1)
     else:
         os.kill(pid, signal.SIGKILL)
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
     log(f"stopped {name} (pid {pid})")
 
 
@@ -139,12 +159,13 @@ def http_ok(url: str, *, client_cert: bool = False, timeout: float = 2.0) -> boo
         context.load_cert_chain(PKI_DIR / "admin.crt", PKI_DIR / "admin.key")
     try:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
-            return response.status == 200
+            status: int = response.status
+            return status == 200
     except OSError:
         return False
 
 
-def wait_until(what: str, check, timeout: float = 120.0, process: str | None = None) -> None:
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 120.0, process: str | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Publishes the project's charts as OCI artifacts to a loopback registry
-# served over plain HTTP (the local cluster's, see REGISTRY in hack/node.py):
+# served over plain HTTP (the local cluster's, see REGISTRY in hack/node_containers.py):
 #
 #   hack/publish-charts.sh 127.0.0.1:16400
 #

@@ -71,8 +71,13 @@ class Scan:
 def render(name: str, helm: str, python: str = sys.executable) -> str:
     """The manifests of one render, as text."""
     with tempfile.TemporaryDirectory(prefix="mydb-scan-helm-") as home:
-        env = {**os.environ, "MYDB_HELM": helm, "HELM_CACHE_HOME": f"{home}/cache",
-               "HELM_CONFIG_HOME": f"{home}/config", "HELM_DATA_HOME": f"{home}/data"}
+        env = {
+            **os.environ,
+            "MYDB_HELM": helm,
+            "HELM_CACHE_HOME": f"{home}/cache",
+            "HELM_CONFIG_HOME": f"{home}/config",
+            "HELM_DATA_HOME": f"{home}/data",
+        }
         for key in ("MYDB_PLATFORM_CONFIG", "MYDB_CHART_DIR", "MYDB_CHART_VERSION"):
             env.pop(key, None)  # the seed as a user renders it, with the bundled chart
         if name == "seed":
@@ -94,7 +99,7 @@ def documents_by_line(text: str) -> list[tuple[int, str]]:
     start = 1
     for number in range(1, len(lines) + 2):
         if number == len(lines) + 1 or lines[number - 1] == "---":
-            doc = yaml.safe_load("\n".join(lines[start - 1:number - 1]))
+            doc = yaml.safe_load("\n".join(lines[start - 1 : number - 1]))
             if doc:
                 out.append((start, f"{doc['kind']}/{doc['metadata']['name']}"))
             start = number + 1
@@ -108,10 +113,19 @@ def documents_by_line(text: str) -> list[tuple[int, str]]:
 
 def run_checkov(checkov: str, manifest: Path, render_name: str) -> Scan:
     # Offline: no vendor metadata, no PyPI version check (both would be network calls).
-    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true", "BC_SKIP_MAPPING": "TRUE",
-           "LOG_LEVEL": "WARNING"}
-    command = [checkov, "-f", str(manifest), "--framework", "kubernetes", "-o", "json", "--quiet",
-               "--skip-download", "--compact"]
+    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true", "BC_SKIP_MAPPING": "TRUE", "LOG_LEVEL": "WARNING"}
+    command = [
+        checkov,
+        "-f",
+        str(manifest),
+        "--framework",
+        "kubernetes",
+        "-o",
+        "json",
+        "--quiet",
+        "--skip-download",
+        "--compact",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     if result.returncode not in (0, 1):
         raise RuntimeError(f"checkov failed ({result.returncode}):\n{result.stderr}\n{result.stdout[-2000:]}")
@@ -155,10 +169,18 @@ def run_kube_score(kube_score: str, manifest: Path, render_name: str) -> Scan:
             grade = KUBE_SCORE_GRADES.get(check["grade"], str(check["grade"]))
             counts[grade] += 1
             if check["grade"] < 10:
-                said = "; ".join(f"({c['path']}) {c['summary']}" if c["path"] else c["summary"]
-                                 for c in check["comments"] or [])
-                findings.append(Finding("kube-score", render_name, check["check"]["id"], obj,
-                                        f"{grade}: {said or check['check']['name']}"))
+                said = "; ".join(
+                    f"({c['path']}) {c['summary']}" if c["path"] else c["summary"] for c in check["comments"] or []
+                )
+                findings.append(
+                    Finding(
+                        "kube-score",
+                        render_name,
+                        check["check"]["id"],
+                        obj,
+                        f"{grade}: {said or check['check']['name']}",
+                    )
+                )
     return Scan(findings, {grade: counts[grade] for grade in (*KUBE_SCORE_GRADES.values(), "SKIPPED")})
 
 

@@ -42,9 +42,14 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any, NoReturn
+
+# A JSON object as the API server sends it (a PersistentVolume, a watch event): its fields are read with care.
+Json = dict[str, Any]
 
 # Ask the server to end each watch after this long; the socket gives up a bit
 # later if the server went silent (no event and no bookmark) in between.
@@ -62,7 +67,7 @@ FOLDER_MODE = 0o777
 # ------------------------------------------------------------------ decisions
 
 
-def volume_folder(pv: dict, volume_dir: str) -> str | None:
+def volume_folder(pv: Json, volume_dir: str) -> str | None:
     """The name of the folder directly under volume_dir that this PV's hostPath names, else None."""
     path = ((pv.get("spec") or {}).get("hostPath") or {}).get("path")
     if not isinstance(path, str) or not os.path.isabs(path):
@@ -74,17 +79,17 @@ def volume_folder(pv: dict, volume_dir: str) -> str | None:
     return name
 
 
-def wanted_folders(pvs: Iterable[dict], volume_dir: str) -> set[str]:
+def wanted_folders(pvs: Iterable[Json], volume_dir: str) -> set[str]:
     names = (volume_folder(pv, volume_dir) for pv in pvs)
     return {name for name in names if name is not None}
 
 
-def folders_to_create(pvs: Iterable[dict], existing: Iterable[str], volume_dir: str) -> list[str]:
+def folders_to_create(pvs: Iterable[Json], existing: Iterable[str], volume_dir: str) -> list[str]:
     """Folders (names under volume_dir) that some PV names and that do not exist yet, sorted."""
     return sorted(wanted_folders(pvs, volume_dir) - set(existing))
 
 
-def folders_to_remove(pvs: Iterable[dict], existing: Iterable[str], volume_dir: str) -> list[str]:
+def folders_to_remove(pvs: Iterable[Json], existing: Iterable[str], volume_dir: str) -> list[str]:
     """Existing folders (names under volume_dir) that no PV names, sorted."""
     return sorted(set(existing) - wanted_folders(pvs, volume_dir))
 
@@ -93,7 +98,7 @@ def folders_to_remove(pvs: Iterable[dict], existing: Iterable[str], volume_dir: 
 
 
 def log(message: str) -> None:
-    stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     print(f"{stamp} {message}", flush=True)
 
 
@@ -163,27 +168,40 @@ def parse_kubeconfig(text: str) -> dict[str, str]:
     hack/cluster.py writes kubeconfigs as JSON (which is YAML); a YAML one with a
     single cluster and user (as `kubectl config view --raw --minify` prints) is
     read key by key, since there is no YAML parser in the standard library."""
-    keys = ("server", "certificate-authority-data", "certificate-authority", "client-certificate-data",
-            "client-certificate", "client-key-data", "client-key", "token")
+    keys = (
+        "server",
+        "certificate-authority-data",
+        "certificate-authority",
+        "client-certificate-data",
+        "client-certificate",
+        "client-key-data",
+        "client-key",
+        "token",
+    )
     try:
         config = json.loads(text)
     except ValueError:
-        found = {}
-        for key in keys:
-            match = re.search(rf"^\s*{re.escape(key)}:\s*['\"]?([^'\"\s]+)", text, re.M)
-            if match:
-                found[key] = match.group(1)
-        if "server" not in found:
-            raise ValueError("no server in the kubeconfig")
-        return found
+        return _parse_yaml_kubeconfig(text, keys)
     current = config.get("current-context")
     contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
-    context = contexts.get(current) or next(iter(contexts.values()), {})
+    context: Json = contexts.get(current) or next(iter(contexts.values()), {})
     clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
     users = {u["name"]: u.get("user") or {} for u in config.get("users") or []}
-    cluster = clusters.get(context.get("cluster")) or next(iter(clusters.values()), {})
+    cluster: Json = clusters.get(context.get("cluster")) or next(iter(clusters.values()), {})
     user = users.get(context.get("user")) or next(iter(users.values()), {})
     found = {key: value for key, value in {**cluster, **user}.items() if key in keys and isinstance(value, str)}
+    if "server" not in found:
+        raise ValueError("no server in the kubeconfig")
+    return found
+
+
+def _parse_yaml_kubeconfig(text: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """The first value of each of `keys` in a YAML kubeconfig, read line by line."""
+    found = {}
+    for key in keys:
+        match = re.search(rf"^\s*{re.escape(key)}:\s*['\"]?([^'\"\s]+)", text, re.M)
+        if match:
+            found[key] = match.group(1)
     if "server" not in found:
         raise ValueError("no server in the kubeconfig")
     return found
@@ -230,9 +248,9 @@ class ApiError(Exception):
 PV_PATH = "/api/v1/persistentvolumes"
 
 
-def list_pvs(server: Server) -> tuple[list[dict], str]:
+def list_pvs(server: Server) -> tuple[list[Json], str]:
     """Every PersistentVolume (page by page) and the list's resourceVersion."""
-    items: list[dict] = []
+    items: list[Json] = []
     token = ""
     while True:
         query = {"limit": str(LIST_PAGE_SIZE)}
@@ -254,10 +272,16 @@ def list_pvs(server: Server) -> tuple[list[dict], str]:
             return items, page["metadata"]["resourceVersion"]
 
 
-def watch_pvs(server: Server, resource_version: str) -> Iterator[dict]:
+def watch_pvs(server: Server, resource_version: str) -> Iterator[Json]:
     """The watch events after resource_version, until the server ends the watch."""
-    query = urllib.parse.urlencode({"watch": "1", "resourceVersion": resource_version,
-                                    "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS)})
+    query = urllib.parse.urlencode(
+        {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_TIMEOUT_SECONDS),
+        }
+    )
     connection = server.connect(timeout=WATCH_TIMEOUT_SECONDS + SOCKET_SLACK_SECONDS)
     try:
         connection.request("GET", f"{PV_PATH}?{query}", headers=server.headers())
@@ -285,18 +309,21 @@ class Agent:
     def __init__(self, server: Server, volume_dir: str) -> None:
         self.server = server
         self.volume_dir = volume_dir
-        self.pvs: dict[str, dict] = {}  # name -> PersistentVolume, as last seen
+        self.pvs: dict[str, Json] = {}  # name -> PersistentVolume, as last seen
 
     def resync(self) -> str:
         """List every PV and make the folders match; return the resourceVersion to watch from."""
         items, resource_version = list_pvs(self.server)
         self.pvs = {pv["metadata"]["name"]: pv for pv in items}
         existing = existing_folders(self.volume_dir)
-        apply(self.volume_dir, folders_to_create(items, existing, self.volume_dir),
-              folders_to_remove(items, existing, self.volume_dir))
+        apply(
+            self.volume_dir,
+            folders_to_create(items, existing, self.volume_dir),
+            folders_to_remove(items, existing, self.volume_dir),
+        )
         return resource_version
 
-    def handle(self, event: dict) -> str | None:
+    def handle(self, event: Json) -> str | None:
         """Act on one watch event; return its resourceVersion (None for one that carries none)."""
         kind, pv = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
@@ -308,16 +335,21 @@ class Agent:
             self.pvs[name] = pv
             folder = volume_folder(pv, self.volume_dir)
             if folder is not None:
-                apply(self.volume_dir, folders_to_create([pv], folder_exists(self.volume_dir, folder),
-                                                         self.volume_dir), [])
+                apply(
+                    self.volume_dir,
+                    folders_to_create([pv], folder_exists(self.volume_dir, folder), self.volume_dir),
+                    [],
+                )
         elif kind == "DELETED" and name:
             self.pvs.pop(name, None)
             folder = volume_folder(pv, self.volume_dir)
             if folder is not None:
                 # Another PV may name the same folder: then it stays.
-                apply(self.volume_dir, [], folders_to_remove(self.pvs.values(),
-                                                             folder_exists(self.volume_dir, folder),
-                                                             self.volume_dir))
+                apply(
+                    self.volume_dir,
+                    [],
+                    folders_to_remove(self.pvs.values(), folder_exists(self.volume_dir, folder), self.volume_dir),
+                )
         return (pv.get("metadata") or {}).get("resourceVersion")
 
     def run(self) -> None:
@@ -353,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--volume-dir", required=True)
     args = parser.parse_args(argv)
 
-    def stop(signum: int, _frame) -> None:
+    def stop(signum: int, _frame: FrameType | None) -> NoReturn:
         raise Stop(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)
@@ -362,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         os.makedirs(volume_dir, exist_ok=True)
         agent = Agent(server_from_kubeconfig(args.kubeconfig), volume_dir)
-        log(f"volume agent started: folders under {volume_dir}, API server "
-            f"{agent.server.host}:{agent.server.port}")
+        log(f"volume agent started: folders under {volume_dir}, API server {agent.server.host}:{agent.server.port}")
         agent.run()
     except Stop as reason:
         log(f"stopping ({reason})")

@@ -71,6 +71,8 @@ def release_record_labels(release: str) -> dict[str, str]:
 
 POSTGRES_CONTAINER = "postgres"  # its image tag is the running version
 DATA_CLAIM_TEMPLATE = "data"  # the StatefulSet's claim template: claims data-RELEASE-N
+# The bundled chart's default postgresql.port (its values.yaml: tests/chart/test_one_source.py holds them
+# equal). The port a database's servers listen on is its rendered values' (desired/values.postgres_port).
 POSTGRES_PORT = 5432
 # The continuous archive (chart: scripts/wal-archive.sh): its walsender's application_name and its slot.
 ARCHIVE_APPLICATION_NAME = "mydb-archive"

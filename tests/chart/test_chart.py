@@ -257,6 +257,7 @@ def test_credentials_only_as_files_from_the_secret(seeded, helm):
         ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         ({"storage": {"size": "lots"}}, "/storage/size"),
         ({"backup": {"retention": "7days"}}, "/backup/retention"),
+        ({"backup": {"retention": "0d"}}, "/backup/retention"),
         ({"backup": {"schedule": "daily"}}, "/backup/schedule"),
         ({"backup": {"storage": {"size": "1Gi", "extra": True}}}, "extra"),
         ({"postgresql": {"port": 5432, "parameters": {"max_connections": 200}}},
@@ -647,7 +648,7 @@ def test_prune_deletes_old_dumps_only(scripts_dir, tmp_path):
                            names["new"], names["new"] + ".sha256", "notes.txt"])
 
 
-@pytest.mark.parametrize("retention, kept", [("12h", 1), ("2w", 3), ("0d", 1)])
+@pytest.mark.parametrize("retention, kept", [("12h", 1), ("2w", 3), ("1h", 1)])
 def test_prune_units_and_newest_always_kept(scripts_dir, tmp_path, retention, kept):
     """h/d/w retentions are honoured and the newest dump survives even when every
     dump is older than the retention."""
@@ -663,13 +664,14 @@ def test_prune_units_and_newest_always_kept(scripts_dir, tmp_path, retention, ke
     assert left[-1] == _stamp(now - timedelta(days=1)) + ".dump"
 
 
-def test_prune_rejects_bad_retention(scripts_dir, tmp_path):
-    """A malformed BACKUP_RETENTION is an error, not 'delete everything'."""
+@pytest.mark.parametrize("retention", ["7days", "0d", "07d"])
+def test_prune_rejects_bad_retention(scripts_dir, tmp_path, retention):
+    """A malformed BACKUP_RETENTION (one the CRD refuses) is an error, not 'delete everything'."""
     backups = tmp_path / "backups"
     backups.mkdir()
     (backups / "20240101T000000Z.dump").write_text("x")
     (backups / "20230101T000000Z.dump").write_text("x")
-    res = _prune(scripts_dir, backups, "7days", datetime.now(timezone.utc))
+    res = _prune(scripts_dir, backups, retention, datetime.now(timezone.utc))
     assert res.returncode != 0
     assert len(list(backups.iterdir())) == 2
 

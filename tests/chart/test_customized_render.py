@@ -3,6 +3,7 @@ and the start-up check that refuses a chart the operator cannot drive. No cluste
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -26,13 +27,14 @@ PLATFORM = {
 }
 
 
-def cli(helm_bin, *args, platform=None, tmp_path=None):
+def cli(helm_bin, *args, platform=None, tmp_path=None, env=None):
     command = [sys.executable, "-m", "mydb_operator.cli", "--helm", helm_bin]
     if platform is not None:
         path = tmp_path / "platform.yaml"
         path.write_text(yaml.safe_dump(platform))
         command += ["--platform-config", str(path)]
-    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=REPO, timeout=120)
+    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, **(env or {})})
 
 
 def by_kind_name(text):
@@ -60,6 +62,27 @@ def test_a_patch_that_does_not_apply_fails_the_render_whole(helm_bin, tmp_path):
     assert result.returncode != 0
     assert "objectPatches[0] does not apply to CronJob production-db-backup" in result.stderr
     assert result.stdout == ""
+
+
+def test_the_post_renderers_plugin_folder_is_removed_afterwards(helm_bin, tmp_path):
+    """render and a refused run each make a temporary Helm plugins folder for the object patches, and
+    remove it before they exit, whether they succeed or not."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    bad = {"objectPatches": [{"target": {"kind": "CronJob"},
+                              "patch": [{"op": "replace", "path": "/spec/nowhere/x", "value": 1}]}]}
+    custom = tmp_path / "chart"
+    shutil.copytree(CHART, custom)
+    (custom / "templates" / "statefulset.yaml").write_text("")  # no StatefulSet: the start-up check refuses it
+    runs = [
+        cli(helm_bin, "render", "-f", str(SEED), platform=PLATFORM, tmp_path=tmp_path, env={"TMPDIR": str(temp)}),
+        cli(helm_bin, "render", "-f", str(SEED), platform=bad, tmp_path=tmp_path, env={"TMPDIR": str(temp)}),
+        cli(helm_bin, "--chart", str(custom), "run", platform=PLATFORM, tmp_path=tmp_path,
+            env={"TMPDIR": str(temp)}),
+    ]
+    assert [result.returncode != 0 for result in runs] == [False, True, True], [r.stderr for r in runs]
+    assert "does not fit the operator" in runs[2].stderr
+    assert list(temp.iterdir()) == []
 
 
 def test_an_invalid_platform_config_is_refused_plainly(helm_bin, tmp_path):

@@ -304,8 +304,7 @@ def test_deployment_scheduling_and_metadata_values(render):
     assert container["image"] == "registry.example.com:5000/team/mydb-operator:1.2.3"
     assert container["imagePullPolicy"] == "Always"
     assert "--resync=30" in container["args"]
-    assert {e["name"]: e.get("value") for e in container["env"]}["MYDB_HELM_PARALLEL"] == "8"
-    assert {e["name"]: e.get("value") for e in container["env"]}["MYDB_ROLLOUT_WINDOW"] == "0"
+    assert "--helm-parallel=8" in container["args"] and "--rollout-window=0" in container["args"]
     sa = out.one("ServiceAccount")
     assert sa["metadata"]["name"] == "custom-sa" and sa["metadata"]["annotations"] == {"example.com/role": "x"}
     assert {s["name"] for s in out.one("ClusterRoleBinding")["subjects"]} == {"custom-sa"}
@@ -496,12 +495,12 @@ def test_replicas_above_one_need_leader_election(helm):
 
 
 def test_platform_config_is_mounted_and_passed(render):
-    """A platform value becomes a ConfigMap, mounted read-only and named by MYDB_PLATFORM_CONFIG."""
+    """A platform value becomes a ConfigMap, mounted read-only and named by --platform-config (before `run`)."""
     out = render({"platform": {"values": {"image": {"registry": "mirror.example.com"}}}, "logFormat": "json"})
     config = out.one("ConfigMap")
     assert yaml.safe_load(config["data"]["platform.yaml"]) == {"values": {"image": {"registry": "mirror.example.com"}}}
     container = deployment_container(out)
-    assert {"name": "MYDB_PLATFORM_CONFIG", "value": "/etc/mydb-operator/platform.yaml"} in container["env"]
+    assert container["args"][:2] == ["--platform-config=/etc/mydb-operator/platform.yaml", "run"]
     assert "--log-format=json" in container["args"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "platform")
     assert mount == {"name": "platform", "mountPath": "/etc/mydb-operator", "readOnly": True}
@@ -514,12 +513,27 @@ def test_every_rendered_argument_is_one_the_operator_accepts(render):
     Found on the real node: --platform-config after `run` made the operator exit
     at start-up ("unrecognized arguments") in a crash loop."""
     from mydb_operator.cli import build_parser
+    from mydb_operator.commands.settings import load
+
+    def settings(args: list[str]):
+        return load(build_parser().parse_args(args), {})
 
     out = render({"platform": {"values": {"image": {"registry": "mirror.example.com"}}},
                   "watchNamespaces": ["team-a", "team-b"], "logFormat": "json",
                   "leaderElection": {"enabled": True}, "metrics": {"enabled": True}})
-    args = build_parser().parse_args(deployment_container(out)["args"])
-    assert args.command == "run" and args.namespace == ["team-a", "team-b"] and args.leader_elect is True
-    assert (args.leader_lease_name, args.leader_lease_namespace) == (RELEASE, NAMESPACE)
+    config = settings(deployment_container(out)["args"])
+    assert config.command == "run" and config.namespaces == ("team-a", "team-b") and config.leader_elect is True
+    assert (config.leader_lease_name, config.leader_lease_namespace) == (RELEASE, NAMESPACE)
+    assert config.platform_config == Path("/etc/mydb-operator/platform.yaml") and config.log_format == "json"
+    assert (config.helm_parallel, config.rollout_window, config.resync_seconds) == (2, 16, 60.0)
     off = render({"leaderElection": {"enabled": False}})
-    assert build_parser().parse_args(deployment_container(off)["args"]).leader_elect is False
+    assert settings(deployment_container(off)["args"]).leader_elect is False
+
+
+def test_the_operators_settings_come_as_flags_only(render):
+    """One way in: every operator setting is a flag; the environment holds no MYDB_* variable, only
+    Helm's own HELM_DRIVER and the pod's name (docs/install.md, Settings)."""
+    for values in ({}, {"platform": {"values": {"image": {"registry": "mirror.example.com"}}}},
+                   {"leaderElection": {"enabled": False}}):
+        env = deployment_container(render(values))["env"]
+        assert {e["name"] for e in env} <= {"HELM_DRIVER", "POD_NAME"}

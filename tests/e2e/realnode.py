@@ -13,7 +13,7 @@ NODE_NAME = "mydb-real-node"
 NODE_LABEL = "node.mydb.local/real"
 NODE_IP = "198.18.128.1"
 BRIDGE = "mydb0"
-BRIDGE_MAC = "02:00:c6:12:80:01"  # hack/node.py sets it
+BRIDGE_MAC = "02:00:c6:12:80:01"  # hack/node_network.py sets it
 REGISTRY = f"127.0.0.1:{os.environ.get('MYDB_CLUSTER_PORT_BASE', '16400')}"
 
 

@@ -1,9 +1,11 @@
 """Fakes at the operator's boundaries only: the API server and the helm executable (conftest.py's fixtures).
 
-`api` replaces the calls of cluster/reads.py and cluster/writes.py (each a
-request to the API server) with a small in-memory API: objects in dicts, every
-write recorded. `helm` stands in for Helm (a subprocess). Everything between
-them, the operator's own decisions and steps, runs for real.
+`FakeApi` is the API port (cluster/api.py's ApiPort) on a small in-memory API:
+objects in dicts, every write recorded. `FakeHelm` stands in for Helm (a
+subprocess). Both reach the code under test through the Runtime
+(`make_runtime(helm, api=...)`), as KubernetesApi and Helm do in the operator:
+nothing is patched by name. Everything between them, the operator's own
+decisions and steps, runs for real.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ T = TypeVar("T")
 
 
 class FakeApi:
-    """What the API server holds for the reads the operator makes, and the writes it received."""
+    """What the API server holds for the reads the operator makes, and the writes it received.
+
+    Implements cluster/api.py's ApiPort (test_api_port.py checks every call is here, as declared).
+    `failing[call]` makes that call raise the given error (a refusal, an unreachable server)."""
 
     def __init__(self) -> None:
         self.storage_classes: dict[str, dict[str, Any]] = {}
@@ -37,24 +42,39 @@ class FakeApi:
         self.statefulsets: dict[Key, dict[str, Any]] = {}
         self.jobs: dict[Key, dict[str, Any]] = {}
         self.cronjobs: dict[Key, dict[str, Any]] = {}
+        self.records: dict[Key, dict[str, Any]] = {}  # the records of the primary (ConfigMaps), as written
         self.observations: dict[Key, Observation] = {}  # what a full read of one database answers
         self.grown: list[tuple[str, str, str]] = []  # (namespace, claim, size)
         self.orphaned: list[Key] = []
         self.labels: list[tuple[str, str, str, str]] = []
+        self.statuses: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, merge patch of .status)
+        self.writes: list[tuple[Any, ...]] = []  # every write, in order: (call, its arguments ...)
         self.orphaning_times_out = False  # the old StatefulSet never finishes terminating
         self.refusal: ApiException | None = None  # what the API server answers a claim's growth
+        self.failing: dict[str, BaseException] = {}  # call name -> what it raises
+        self._versions = 0
+
+    def _call(self, call: str, *args: Any, write: bool = False) -> None:
+        if call in self.failing:
+            raise self.failing[call]
+        if write:
+            self.writes.append((call, *args))
 
     # reads
     async def observation(self, namespace: str, release: str) -> Observation:
+        self._call("observation", namespace, release)
         return self.observations.get((namespace, release), Observation())
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call("read_secret", namespace, name)
         return self.secrets.get((namespace, name))
 
     async def storage_class(self, name: str) -> dict[str, Any] | None:
+        self._call("storage_class", name)
         return self.storage_classes.get(name)
 
     async def default_storage_class(self) -> dict[str, Any] | None:
+        self._call("default_storage_class")
         return next(
             (
                 c
@@ -65,17 +85,21 @@ class FakeApi:
         )
 
     async def read_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call("read_statefulset", namespace, name)
         return self.statefulsets.get((namespace, name))
 
     async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call("read_cronjob", namespace, name)
         return self.cronjobs.get((namespace, name))
 
     async def claim_exists(self, namespace: str, name: str) -> bool:
+        self._call("claim_exists", namespace, name)
         return (namespace, name) in self.claims
 
     # writes
     async def create_secret_once(self, body: dict[str, Any]) -> bool:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self._call("create_secret_once", *key, write=True)
         if key in self.secrets:
             return False  # 409: never overwritten
         self.secrets[key] = body
@@ -83,24 +107,76 @@ class FakeApi:
 
     async def create_job_once(self, body: dict[str, Any]) -> bool:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self._call("create_job_once", *key, write=True)
         if key in self.jobs:
             return False
         self.jobs[key] = body
         return True
 
+    async def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        self._call("label_pod", namespace, name, key, value, write=True)
+        self.labels.append((namespace, name, key, value))
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self._call("patch_status", namespace, name, write=True)
+        self.statuses.append((namespace, name, status))
+
     async def grow_claim(self, namespace: str, name: str, size: str) -> None:
+        self._call("grow_claim", namespace, name, size, write=True)
         if self.refusal is not None:
             raise self.refusal
         self.grown.append((namespace, name, size))
 
     async def orphan_statefulset(self, namespace: str, name: str) -> None:
+        self._call("orphan_statefulset", namespace, name, write=True)
         if self.orphaning_times_out:
             raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after 60s")
         self.orphaned.append((namespace, name))
         self.statefulsets.pop((namespace, name), None)
 
-    async def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
-        self.labels.append((namespace, name, key, value))
+    async def delete_statefulset(self, namespace: str, name: str) -> None:
+        self._call("delete_statefulset", namespace, name, write=True)
+        self.statefulsets.pop((namespace, name), None)
+
+    async def delete_claims(self, namespace: str, release: str) -> list[str]:
+        """The claims the release's selector labels select (as the API's label-selected list would)."""
+        self._call("delete_claims", namespace, release, write=True)
+        selected = names.selector_labels(release)
+        gone = [key for key, claim in self.claims.items() if key[0] == namespace
+                and selected.items() <= ((claim.get("metadata") or {}).get("labels") or {}).items()]
+        for key in gone:
+            del self.claims[key]
+        return [name for _, name in gone]
+
+    async def delete_release_records(self, namespace: str, release: str) -> None:
+        self._call("delete_release_records", namespace, release, write=True)
+
+    async def delete_secret(self, namespace: str, name: str) -> None:
+        self._call("delete_secret", namespace, name, write=True)
+        self.secrets.pop((namespace, name), None)
+
+    async def write_record(self, body: dict[str, Any]) -> str:
+        """Create, or replace at the resourceVersion it was based on (409 otherwise)."""
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self._call("write_record", *key, write=True)
+        based_on = body["metadata"].get("resourceVersion") or None  # None: a create
+        stored = self.records.get(key)
+        if based_on != (stored["metadata"]["resourceVersion"] if stored else None):
+            raise ApiException(status=409, reason="Conflict")  # (a replace of a deleted record: 404 in truth)
+        self._versions += 1
+        version = str(self._versions)
+        self.records[key] = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+        return version
+
+    async def delete_record(self, namespace: str, release: str) -> None:
+        self._call("delete_record", namespace, release, write=True)
+        self.records.pop((namespace, names.primary_record(release)), None)
+
+    async def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
+        self._call("delete_pod", namespace, name, uid, grace, write=True)
+
+    async def remove_annotation(self, namespace: str, name: str, key: str, value: str) -> None:
+        self._call("remove_annotation", namespace, name, key, value, write=True)
 
     def storage_class_object(self, name: str, *, expandable: bool, default: bool = False) -> None:
         annotations = {reads.DEFAULT_CLASS_ANNOTATION: "true"} if default else {}
@@ -127,9 +203,15 @@ class FakeHelm:
         return AppliedRelease(name=release, revision=len(self.upgrades), status="deployed", chart="mydatabase-0.1.0")
 
 
-def make_runtime(helm: FakeHelm, platform: Platform | None = None) -> Runtime:
-    return Runtime(helm=helm, children=ChildStore(on_change=lambda *_: None),  # type: ignore[arg-type]
-                   platform=platform or Platform())
+def make_runtime(helm: FakeHelm, platform: Platform | None = None, *, api: FakeApi | None = None,
+                 children: ChildStore | None = None, **settings: Any) -> Runtime:
+    """A Runtime on the fakes. The informers' cache is never filled unless a test fills it: after Helm
+    the reconcile reads the API at once (catch_up_seconds 0) unless the test says otherwise."""
+    return Runtime(helm=helm,  # type: ignore[arg-type]
+                   children=children or ChildStore(on_change=lambda *_: None),
+                   api=api or FakeApi(),
+                   platform=platform or Platform(),
+                   **{"catch_up_seconds": 0.0, **settings})
 
 
 def run(step: Coroutine[Any, Any, T]) -> T:

@@ -96,3 +96,11 @@ def test_base_backups_are_the_successes_since_the_archive_kept_as_prune_sh_keeps
     assert base_backups(two, "2026-12-02T02:00:00Z", since, "1d", NOW) == ["2026-12-02T02:00:00Z"]
     assert base_backups(two, "2026-12-02T02:00:00Z", since, "1h", NOW + timedelta(days=30)) == [
         "2026-12-02T02:00:00Z"]  # the newest, however old
+
+
+def test_a_retention_longer_than_the_calendar_keeps_every_base_backup():
+    """9999999w is a retention the CRD takes; its cutoff lies before the year 1, where a datetime cannot go.
+    prune.sh's arithmetic keeps everything; so does the status (no OverflowError in the pass)."""
+    from mydb_operator.policy.archive import base_backups
+    known = ["2001-01-01T00:00:00Z", "2026-12-02T02:00:00Z"]
+    assert base_backups(known, None, None, "9999999w", NOW) == known

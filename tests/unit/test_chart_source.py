@@ -8,17 +8,25 @@ from pathlib import Path
 import pytest
 
 from mydb_operator import cli
+from mydb_operator.commands.arguments import build_parser
+from mydb_operator.commands.settings import load
+from mydb_operator.config import BUNDLED_CHART, SettingError
 from mydb_operator.helm import chart_source
 from mydb_operator.helm.chart_source import ChartSource, ChartSourceError
 from mydb_operator.helm.errors import last_line
 
-BUNDLED = Path("/app/charts/mydatabase")
+BUNDLED = BUNDLED_CHART
 REF = "oci://127.0.0.1:16400/charts/mydatabase"
 
 
-def settings(chart: str | None = None, version: str | None = None, plain_http: bool | None = None,
+def settings(chart: str | None = None, version: str | None = None, plain_http: bool = False,
              **environ: str) -> ChartSource:
-    return chart_source.from_settings(chart, version, plain_http, environ, BUNDLED)
+    """The chart source the settings loader resolves from these flags over this environment
+    (for `values`, which pulls nothing)."""
+    argv = [*(["--chart", chart] if chart else []), *(["--chart-version", version] if version else []),
+            *(["--chart-plain-http"] if plain_http else []), "values", "-f", "-"]
+    config = load(build_parser().parse_args(argv), environ)
+    return ChartSource(config.chart, config.chart_version, config.chart_plain_http)
 
 
 # ------------------------------------------------------------------ argv
@@ -100,13 +108,13 @@ def test_an_oci_chart_with_its_version() -> None:
 
 
 def test_an_oci_chart_without_a_version_is_refused_naming_the_reference_and_the_flag() -> None:
-    with pytest.raises(ChartSourceError) as error:
+    with pytest.raises(SettingError) as error:
         settings(REF)
     assert REF in str(error.value)
     assert "--chart-version" in str(error.value) and "MYDB_CHART_VERSION" in str(error.value)
-    with pytest.raises(ChartSourceError, match="needs a version"):
+    with pytest.raises(SettingError, match="needs a version"):
         settings(REF, "  ")  # blank is no version
-    with pytest.raises(ChartSourceError, match="needs a version"):
+    with pytest.raises(SettingError, match="needs a version"):
         settings(MYDB_CHART_DIR=REF)
 
 
@@ -122,14 +130,14 @@ def test_the_command_line_beats_the_environment() -> None:
 
 
 def test_a_malformed_oci_reference_is_refused_before_anything_else() -> None:
-    with pytest.raises(ChartSourceError, match="not an OCI chart reference"):
+    with pytest.raises(SettingError, match="not an OCI chart reference"):
         settings("oci://registry.example.com", "0.1.0")
 
 
 def test_a_version_with_a_directory_is_refused() -> None:
-    with pytest.raises(ChartSourceError, match="only to an oci:// chart"):
+    with pytest.raises(SettingError, match="only to an oci:// chart"):
         settings("/platform/chart", "0.1.0")
-    with pytest.raises(ChartSourceError, match="only to an oci:// chart"):
+    with pytest.raises(SettingError, match="only to an oci:// chart"):
         settings(MYDB_CHART_VERSION="0.1.0")
 
 
@@ -142,7 +150,7 @@ def test_plain_http_from_the_environment(text: str, expected: bool) -> None:
 
 
 def test_an_unclear_plain_http_setting_is_refused() -> None:
-    with pytest.raises(ChartSourceError, match="MYDB_CHART_PLAIN_HTTP='maybe'"):
+    with pytest.raises(SettingError, match="MYDB_CHART_PLAIN_HTTP='maybe'"):
         settings(REF, "0.1.0", MYDB_CHART_PLAIN_HTTP="maybe")
 
 
@@ -183,7 +191,7 @@ def test_fetch_pulls_once_into_a_fresh_directory_under_helms_cache(tmp_path: Pat
                                '"$untardir/mydatabase/Chart.yaml"')
     environ = {"HELM_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     source = ChartSource(REF, "0.1.0", plain_http=True)
-    chart = chart_source.local_chart(source, helm, environ)
+    chart = chart_source.fetch(source, helm, environ)
     assert (chart / "Chart.yaml").is_file() and chart.name == "mydatabase"
     assert chart.parent.parent == tmp_path / "cache" / "mydb-operator-charts"
     assert chart.parent.name.startswith("mydatabase-0.1.0-")
@@ -194,7 +202,8 @@ def test_fetch_pulls_once_into_a_fresh_directory_under_helms_cache(tmp_path: Pat
 
 
 def test_a_directory_is_used_as_it_is_without_helm(tmp_path: Path) -> None:
-    assert chart_source.local_chart(ChartSource(str(tmp_path)), str(tmp_path / "no-helm"), {}) == tmp_path
+    args = build_parser().parse_args(["--helm", str(tmp_path / "no-helm"), "--chart", str(tmp_path), "run"])
+    assert load(args, {}).chart_dir == tmp_path
 
 
 def test_a_failed_pull_names_the_reference_the_version_and_helms_message(tmp_path: Path) -> None:

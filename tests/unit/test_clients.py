@@ -34,7 +34,7 @@ def handler_for(answers: dict[tuple[str, str], tuple[int, dict[str, Any]]], seen
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_PATCH = do_DELETE = answer  # noqa: N815 (http.server's names)
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = answer  # noqa: N815 (http.server's names)
 
         def log_message(self, *args: Any) -> None:
             pass

@@ -57,31 +57,31 @@ def test_missing_keys_counts_data_and_string_data() -> None:
 def test_the_first_install_creates_the_secret_once_and_a_retry_tells_nothing(api: FakeApi) -> None:
     """The operator asks for a create-only write each time (the API's 409 keeps the Secret: test_clients);
     a retried first install finds it made and has nothing to tell."""
-    message, problem = run(ensure_credentials("ns", "db", SPEC, first_install=True))
+    message, problem = run(ensure_credentials(api, "ns", "db", SPEC, first_install=True))
     assert problem is None and message == "created Secret db-credentials with random passwords"
     stored = api.secrets[("ns", "db-credentials")]
     password = stored["stringData"]["password"]
 
     # A first install retried (Helm failed after the Secret was made): the Secret is there, kept as it was.
-    again, problem = run(ensure_credentials("ns", "db", SPEC, first_install=True))
+    again, problem = run(ensure_credentials(api, "ns", "db", SPEC, first_install=True))
     assert (again, problem) == (None, None)
     assert api.secrets[("ns", "db-credentials")]["stringData"]["password"] == password
 
 
 def test_after_the_first_install_a_missing_secret_is_not_made_again(api: FakeApi) -> None:
-    assert run(ensure_credentials("ns", "db", SPEC, first_install=False)) == (None, None)
+    assert run(ensure_credentials(api, "ns", "db", SPEC, first_install=False)) == (None, None)
     assert api.secrets == {}
 
 
 def test_a_users_secret_is_read_and_judged_never_written(api: FakeApi) -> None:
-    message, problem = run(ensure_credentials("ns", "db", USERS, first_install=True))
+    message, problem = run(ensure_credentials(api, "ns", "db", USERS, first_install=True))
     assert message is None and problem is not None and problem.reason == "CredentialsMissing"
 
     api.secrets[("ns", "mine")] = {"stringData": {"username": "u", "password": "p"}}
-    _, problem = run(ensure_credentials("ns", "db", USERS, first_install=True))
+    _, problem = run(ensure_credentials(api, "ns", "db", USERS, first_install=True))
     assert problem is not None and problem.reason == "CredentialsInvalid"
     assert problem.message.endswith("lacks the keys replication-username, replication-password")
 
     api.secrets[("ns", "mine")]["stringData"].update({"replication-username": "r", "replication-password": "q"})
-    assert run(ensure_credentials("ns", "db", USERS, first_install=True)) == (None, None)
+    assert run(ensure_credentials(api, "ns", "db", USERS, first_install=True)) == (None, None)
     assert list(api.secrets) == [("ns", "mine")]

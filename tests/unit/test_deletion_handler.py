@@ -8,39 +8,26 @@ import time
 from typing import Any
 
 import pytest
-from fake_api import FakeHelm
+from fake_api import FakeApi, FakeHelm, make_runtime
 
-from mydb_operator.cluster import writes
-from mydb_operator.cluster.child_store import ChildStore
+from mydb_operator.cluster.api import KubernetesApi
 from mydb_operator.cluster.watched_kinds import KINDS
 from mydb_operator.config import Config
 from mydb_operator.handlers import deletion
 from mydb_operator.handlers.memo import OperatorMemo
 from mydb_operator.handlers.wakeups import Wakeups
-from mydb_operator.reconcile.runtime import Runtime
 
 SPEC = {"replicas": 1, "version": "15.2", "storage": "1Gi", "deletionPolicy": "Retain"}
 
 
-@pytest.fixture
-def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    done: list[str] = []
-
-    async def record(*args: Any) -> None:
-        done.append("status")
-
-    async def records_deleted(*args: Any) -> None:
-        done.append("records deleted")
-
-    monkeypatch.setattr(writes, "patch_status", record)
-    monkeypatch.setattr(writes, "delete_release_records", records_deleted)
-    return done
+def written(api: FakeApi) -> list[str]:
+    return [call for call, *_ in api.writes]
 
 
-def memo() -> OperatorMemo:
-    children = ChildStore(on_change=lambda *_: None)
-    runtime = Runtime(helm=FakeHelm(), children=children, owns_children=True)  # type: ignore[arg-type]
-    return OperatorMemo(config=Config(), runtime=runtime, wakeups=Wakeups())
+def memo(api: FakeApi) -> OperatorMemo:
+    runtime = make_runtime(FakeHelm(), api=api, owns_children=True)
+    # The adapter itself is for the informers and the Lease: never used (nor connected) here.
+    return OperatorMemo(config=Config(), runtime=runtime, wakeups=Wakeups(), api=KubernetesApi())
 
 
 def owned_statefulset(shared: OperatorMemo) -> None:
@@ -57,14 +44,17 @@ def delete(shared: OperatorMemo) -> Any:
     return deletion.delete_database(spec=SPEC, meta={"uid": "u-1"}, namespace="ns", name="db", memo=shared)
 
 
-def test_the_records_go_only_after_the_daemons_helm_run_ends(steps: list[str]) -> None:
+def test_the_records_go_only_after_the_daemons_helm_run_ends(api: FakeApi) -> None:
+    steps: list[str] = []
+
     async def scenario() -> None:
-        shared = memo()
+        shared = memo(api)
         owned_statefulset(shared)
         wake = shared.wakeups.register(("ns", "db"))
 
         async def daemon_finishing_helm() -> None:
             await asyncio.sleep(0.3)
+            steps.extend(written(api))
             steps.append("helm run ended")
             shared.wakeups.unregister(("ns", "db"), wake)
 
@@ -73,15 +63,16 @@ def test_the_records_go_only_after_the_daemons_helm_run_ends(steps: list[str]) -
         await finishing
 
     asyncio.run(scenario())
-    assert steps == ["helm run ended", "status", "records deleted"]
+    assert steps == ["helm run ended"]  # nothing was written before
+    assert written(api) == ["patch_status", "delete_release_records"]
 
 
-def test_a_daemon_that_never_leaves_delays_deletion_a_bounded_time(steps: list[str], monkeypatch: pytest.MonkeyPatch,
+def test_a_daemon_that_never_leaves_delays_deletion_a_bounded_time(api: FakeApi, monkeypatch: pytest.MonkeyPatch,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(deletion, "DAEMON_EXIT_SECONDS", 0.3)
 
     async def scenario() -> float:
-        shared = memo()
+        shared = memo(api)
         owned_statefulset(shared)
         shared.wakeups.register(("ns", "db"))
         started = time.monotonic()
@@ -90,5 +81,5 @@ def test_a_daemon_that_never_leaves_delays_deletion_a_bounded_time(steps: list[s
 
     took = asyncio.run(scenario())
     assert 0.3 <= took < 2, took
-    assert steps == ["status", "records deleted"]
+    assert written(api) == ["patch_status", "delete_release_records"]
     assert "ns/db: a reconcile still runs after 0s; deleting anyway" in caplog.text

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import stat
 from pathlib import Path
 
+import pyhelm3
 import pytest
+from pyhelm3 import errors as helm_errors
 
+from mydb_operator.helm import postrender
 from mydb_operator.helm.command import SKIP_CLIENT_VALIDATION, OperatorCommand
-from mydb_operator.helm.releases import GO_RUNTIME, Helm
+from mydb_operator.helm.releases import GO_RUNTIME, HELM_DRIVER, Helm
+
+ENVIRONMENT = {"PATH": os.environ.get("PATH", os.defpath)}
 
 RECORDER = """#!/bin/sh
 printf '%s\\n' "$@" > "{argv}"
@@ -27,7 +33,7 @@ def recording_helm(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_upgrade_skips_client_side_openapi_validation(tmp_path: Path) -> None:
     helm, argv = recording_helm(tmp_path)
-    command = OperatorCommand(post_renderer=None, executable=str(helm))
+    command = OperatorCommand(post_renderer=None, environment=ENVIRONMENT, executable=str(helm))
     result = asyncio.run(command.install_or_upgrade("db", tmp_path, {"replicas": 1}, namespace="ns"))
     assert result["info"]["status"] == "deployed"
     args = argv.read_text().split("\n")
@@ -37,7 +43,8 @@ def test_upgrade_skips_client_side_openapi_validation(tmp_path: Path) -> None:
 
 def test_post_renderer_is_added_to_upgrade_and_template_only(tmp_path: Path) -> None:
     helm, argv = recording_helm(tmp_path)
-    command = OperatorCommand(post_renderer=("mydb-object-patches", "/etc/platform.yaml"), executable=str(helm))
+    command = OperatorCommand(post_renderer=("mydb-object-patches", "/etc/platform.yaml"), environment=ENVIRONMENT,
+                              executable=str(helm))
     asyncio.run(command.install_or_upgrade("db", tmp_path, {}, namespace="ns"))
     upgrade = argv.read_text().split("\n")
     assert upgrade[upgrade.index("--post-renderer") + 1] == "mydb-object-patches"
@@ -47,14 +54,12 @@ def test_post_renderer_is_added_to_upgrade_and_template_only(tmp_path: Path) -> 
 
 
 ENV_RECORDER = """#!/bin/sh
-echo "$GOMAXPROCS $GOGC" > "{seen}"
+echo "$GOMAXPROCS ${{GOGC:--}} $HELM_DRIVER ${{HELM_PLUGINS:--}} ${{MYDB_NOT_PASSED:--}}" > "{seen}"
 printf v4.0.0
 """
 
 
-def test_helm_runs_with_one_go_thread_unless_told_otherwise(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def chart_and_recorder(tmp_path: Path) -> tuple[Path, Path, Path]:
     chart = tmp_path / "chart"
     chart.mkdir()
     (chart / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n")
@@ -62,11 +67,82 @@ def test_helm_runs_with_one_go_thread_unless_told_otherwise(
     helm = tmp_path / "helm"
     helm.write_text(ENV_RECORDER.format(seen=seen))
     helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("HELM_DRIVER", "configmap")  # Helm() sets it if unset: restored after the test
-    monkeypatch.delenv("GOMAXPROCS", raising=False)
-    monkeypatch.setenv("GOGC", "50")  # Go settings of whoever runs the operator reach Helm
-    asyncio.run(Helm(chart, executable=str(helm), max_parallel=1).command.run(["version"]))
-    assert seen.read_text().split() == [GO_RUNTIME["GOMAXPROCS"], "50"]
-    monkeypatch.setenv("GOMAXPROCS", "2")
-    asyncio.run(Helm(chart, executable=str(helm), max_parallel=1).command.run(["version"]))
-    assert seen.read_text().split() == ["2", "50"]
+    return chart, helm, seen
+
+
+def test_helm_runs_in_the_environment_given_with_one_go_thread_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chart, helm, seen = chart_and_recorder(tmp_path)
+    monkeypatch.setenv("MYDB_NOT_PASSED", "x")  # the process's environment is not Helm's: only what is given
+    environment = {**ENVIRONMENT, "GOGC": "50"}  # Go settings of whoever runs the operator reach Helm
+    asyncio.run(Helm(chart, environment=environment, executable=str(helm), max_parallel=1).command.run(["version"]))
+    assert seen.read_text().split() == [GO_RUNTIME["GOMAXPROCS"], "50", HELM_DRIVER, "-", "-"]
+    environment = {**environment, "GOMAXPROCS": "2", "HELM_DRIVER": "secret"}  # the operator's environment wins
+    asyncio.run(Helm(chart, environment=environment, executable=str(helm), max_parallel=1).command.run(["version"]))
+    assert seen.read_text().split() == ["2", "50", "secret", "-", "-"]
+
+
+def test_helm_leaves_os_environ_alone_and_its_plugins_folder_goes_on_close(tmp_path: Path) -> None:
+    chart, helm, seen = chart_and_recorder(tmp_path)
+    platform = tmp_path / "platform.yaml"
+    platform.write_text("objectPatches: []\n")
+    before = dict(os.environ)
+    made = Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1, platform_config=platform,
+                post_render=True)
+    assert dict(os.environ) == before
+    assert made.plugins is not None and (made.plugins / postrender.PLUGIN_NAME / "plugin.yaml").is_file()
+    asyncio.run(made.command.run(["version"]))
+    assert seen.read_text().split()[3] == str(made.plugins)  # Helm finds the post-renderer there
+    plugins = made.plugins
+    made.close()
+    assert not plugins.exists() and made.plugins is None
+    made.close()  # twice: nothing to do
+    with Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1, platform_config=platform,
+              post_render=True) as helm_in_use:
+        plugins = helm_in_use.plugins
+        assert plugins is not None and plugins.is_dir()
+    assert not plugins.exists()
+    assert dict(os.environ) == before
+
+
+def test_without_a_post_renderer_no_folder_at_all(tmp_path: Path) -> None:
+    chart, helm, _ = chart_and_recorder(tmp_path)
+    with Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1) as made:
+        assert made.plugins is None and "HELM_PLUGINS" not in made.command.environment
+
+
+FAILING = """#!/bin/sh
+printf '%s' "$FAKE_STDERR" >&2
+exit 3
+"""
+
+
+@pytest.mark.parametrize("stderr", [
+    "Error: something else",
+    "Error: context canceled",
+    "Error: etcdserver: request timed out, release: not found",
+    "Error: release: not found",
+    "Error: UPGRADE FAILED: failed to render chart: x",
+    "Error: execution error at (c/templates/x.yaml:1:1): boom",
+    "Error: rendered manifests contain a resource that already exists",
+    "Error: StatefulSet.apps \"db\" is invalid: spec: Forbidden",
+    'Error: chart "c" version "9.9.9" not found',
+    "Error: read: operation timed out",
+])
+def test_a_failure_gets_the_error_class_pyhelm3_would_give_it(tmp_path: Path, stderr: str) -> None:
+    helm = tmp_path / "helm"
+    helm.write_text(FAILING)
+    helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    environment = {**ENVIRONMENT, "FAKE_STDERR": stderr}
+    ours = OperatorCommand(post_renderer=None, environment=environment, executable=str(helm))
+    with pytest.raises(helm_errors.Error) as our_error:
+        asyncio.run(ours.run(["version"]))
+    os.environ["FAKE_STDERR"] = stderr  # pyhelm3's own Command inherits the process's environment
+    try:
+        with pytest.raises(helm_errors.Error) as their_error:
+            asyncio.run(pyhelm3.Command(executable=str(helm)).run(["version"]))
+    finally:
+        del os.environ["FAKE_STDERR"]
+    assert type(our_error.value) is type(their_error.value)
+    assert (our_error.value.returncode, our_error.value.stderr) == (3, stderr.encode())

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from mydb_operator.cluster import clients
 from mydb_operator.cluster.child_store import ChildStore
 from mydb_operator.cluster.informers import Informer
 
@@ -31,13 +30,13 @@ class WatchResponse:
 
 @pytest.mark.parametrize("event", [b'{"type": "ADDED", "object": {}}', b'{"type": "ADDED", "object": null}',
                                    b"not json"], ids=["no-metadata", "null-object", "not-json"])
-def test_a_malformed_watch_event_unsyncs_the_kind_and_the_thread_lists_again(
-        monkeypatch: pytest.MonkeyPatch, event: bytes) -> None:
-    def request(method: str, path: str, query: dict[str, Any], **_: Any) -> Any:
-        return WatchResponse([event]) if query.get("watch") else SimpleNamespace(data=LISTING)
+def test_a_malformed_watch_event_unsyncs_the_kind_and_the_thread_lists_again(event: bytes) -> None:
+    class Connection:
+        """The informer's connection: a listing, then a watch that sends EVENT."""
 
-    monkeypatch.setattr(clients, "request", request)
-    monkeypatch.setattr(clients, "new_client", lambda: None)
+        def request(self, method: str, path: str, *, query: dict[str, Any], **_: Any) -> Any:
+            return WatchResponse([event]) if query.get("watch") else SimpleNamespace(data=LISTING)
+
     delivered: list[str] = []
 
     def deliver(step: Any, *_: Any) -> None:
@@ -45,7 +44,7 @@ def test_a_malformed_watch_event_unsyncs_the_kind_and_the_thread_lists_again(
         if step.__name__ == "unsync":
             informer.stop()  # seen: let the thread end instead of listing again after its back-off
 
-    informer = Informer("pods", None, ChildStore(on_change=lambda *_: None), deliver)
+    informer = Informer("pods", None, ChildStore(on_change=lambda *_: None), deliver, Connection())  # type: ignore[arg-type]
     informer.start()
     informer.join(5)
     assert not informer.is_alive()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
+import os
+import re
 import socket
 import time
 import urllib.request
@@ -12,11 +14,11 @@ from typing import Any
 
 import kubernetes
 import pytest
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import cli, names
 from mydb_operator.commands import leader_election, run
+from mydb_operator.commands.settings import load
 from mydb_operator.config import Config
 from mydb_operator.leadership import identity, standby_health
 from mydb_operator.leadership import lease as election
@@ -166,14 +168,22 @@ contexts: [{name: a, context: {cluster: c, user: u, namespace: team-a}}]
 current-context: a
 """)
     from kubernetes.config import kube_config
-    monkeypatch.delenv("POD_NAMESPACE", raising=False)
     monkeypatch.setattr(identity, "SERVICE_ACCOUNT_NAMESPACE", str(tmp_path / "absent"))
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
-    assert identity.default_namespace() == "team-a"
+    assert identity.default_namespace(None) == "team-a"
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "none"))
-    assert identity.default_namespace() == "default"
-    monkeypatch.setenv("POD_NAMESPACE", "from-pod")
-    assert identity.default_namespace() == "from-pod"
+    assert identity.default_namespace(None) == "default"
+    assert identity.default_namespace("from-pod") == "from-pod"  # POD_NAMESPACE, through the settings
+
+
+def test_the_lease_namespace_and_identity_come_from_the_flag_else_the_pods_environment():
+    def config(*argv: str, **environ: str) -> Config:
+        return load(cli.build_parser().parse_args(["run", *argv]), environ)
+    assert config().leader_lease_namespace is None  # decided at election: service account, kubeconfig, default
+    assert config(POD_NAMESPACE="ops").leader_lease_namespace == "ops"
+    assert config("--leader-lease-namespace", "mine", POD_NAMESPACE="ops").leader_lease_namespace == "mine"
+    assert config(POD_NAME="mydb-operator-7d9f-x2").identity == "mydb-operator-7d9f-x2"
+    assert config().identity == f"{socket.gethostname()}-{os.getpid()}"
 
 
 # ---------------------------------------------------------------- the command line
@@ -187,62 +197,83 @@ current-context: a
 ])
 def test_leader_election_is_on_unless_turned_off(argv, elect):
     args = cli.build_parser().parse_args(["run", *argv])
-    assert args.leader_elect is elect
+    assert load(args, {}).leader_elect is elect
 
 
 def test_a_leader_elect_value_that_is_no_boolean_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.build_parser().parse_args(["run", "--leader-elect=maybe"])
     assert exit_.value.code == 2
-    assert "expected true or false" in capsys.readouterr().err
+    assert "'maybe': expected true or false: one of true, yes, on, 1 or false, no, off, 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the Lease, against a fake API
 
 class FakeLeases:
-    """The Lease calls of CoordinationV1Api, on a dict, with resourceVersion compare-and-swap."""
+    """The Lease's requests by URL path (a cluster/clients.Connection's get and send), on a dict of the API's
+    JSON, with resourceVersion compare-and-swap."""
 
     def __init__(self) -> None:
-        self.stored: dict[tuple[str, str], client.V1Lease] = {}
+        self.stored: dict[tuple[str, str], dict[str, Any]] = {}
         self.versions = 0
         self.list_status: int | None = None  # an ApiException status for the cluster-wide list
+        self.requests: list[tuple[str, str]] = []  # (verb, path)
 
-    def put(self, lease: client.V1Lease) -> None:
+    def dedicated(self) -> FakeLeases:
+        return self
+
+    def put(self, lease: dict[str, Any]) -> None:
         self.versions += 1
-        lease.metadata.resource_version = str(self.versions)
-        self.stored[(lease.metadata.namespace, lease.metadata.name)] = copy.deepcopy(lease)
+        lease["metadata"]["resourceVersion"] = str(self.versions)
+        self.stored[(lease["metadata"]["namespace"], lease["metadata"]["name"])] = copy.deepcopy(lease)
 
-    def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> client.V1Lease:
+    @staticmethod
+    def parsed(path: str) -> tuple[str | None, str | None]:
+        match = re.fullmatch(r"/apis/coordination.k8s.io/v1(?:/namespaces/([^/]+))?/leases(?:/([^/]+))?", path)
+        assert match, path
+        return match.group(1), match.group(2)
+
+    def get(self, path: str, *, timeout: Any = None, **query: Any) -> dict[str, Any]:
+        self.requests.append(("GET", path))
+        namespace, name = self.parsed(path)
+        if name is None:
+            assert namespace is None  # listed cluster-wide
+            if self.list_status:
+                raise ApiException(status=self.list_status, reason="Forbidden")
+            key, value = query["labelSelector"].split("=")
+            return {"items": [copy.deepcopy(lease) for lease in self.stored.values()
+                              if (lease["metadata"].get("labels") or {}).get(key) == value]}
         if (namespace, name) not in self.stored:
             raise ApiException(status=404, reason="Not Found")
         return copy.deepcopy(self.stored[(namespace, name)])
 
-    def create_namespaced_lease(self, namespace: str, body: client.V1Lease, **_: Any) -> None:
-        if (namespace, body.metadata.name) in self.stored:
-            raise ApiException(status=409, reason="Conflict")
-        body.metadata.namespace = namespace
+    def send(self, method: str, path: str, body: Any = None, *, timeout: Any = None, **_: Any) -> None:
+        self.requests.append((method, path))
+        namespace, name = self.parsed(path)
+        assert namespace is not None
+        if method == "POST":
+            if (namespace, body["metadata"]["name"]) in self.stored:
+                raise ApiException(status=409, reason="Conflict")
+            body["metadata"]["namespace"] = namespace
+        else:
+            assert method == "PUT" and name is not None
+            if body["metadata"].get("resourceVersion") != self.stored[(namespace, name)]["metadata"]["resourceVersion"]:
+                raise ApiException(status=409, reason="Conflict")
         self.put(body)
 
-    def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease, **_: Any) -> None:
-        if body.metadata.resource_version != self.stored[(namespace, name)].metadata.resource_version:
-            raise ApiException(status=409, reason="Conflict")
-        self.put(body)
 
-    def list_lease_for_all_namespaces(self, label_selector: str, **_: Any) -> client.V1LeaseList:
-        if self.list_status:
-            raise ApiException(status=self.list_status, reason="Forbidden")
-        key, value = label_selector.split("=")
-        items = [copy.deepcopy(lease) for lease in self.stored.values()
-                 if (lease.metadata.labels or {}).get(key) == value]
-        return client.V1LeaseList(items=items)
-
-
-def held_lease(namespace: str, name: str, holder: str, scope: str, age: float = 1) -> client.V1Lease:
+def held_lease(namespace: str, name: str, holder: str, scope: str, age: float = 1) -> dict[str, Any]:
     renewed = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=age)
-    return client.V1Lease(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels={names.OPERATOR_LEASE_LABEL: "true"},
-                                     annotations={names.OPERATOR_SCOPE_ANNOTATION: scope}),
-        spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15, renew_time=renewed))
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": {names.OPERATOR_LEASE_LABEL: "true"},
+                     "annotations": {names.OPERATOR_SCOPE_ANNOTATION: scope}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                 "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
+    }
+
+
+def holder(leases: FakeLeases, namespace: str = "ops", name: str = "mydb-operator") -> str | None:
+    return leases.stored[(namespace, name)]["spec"].get("holderIdentity")
 
 
 @pytest.fixture
@@ -252,28 +283,45 @@ def leases() -> FakeLeases:
 
 def instance(leases: FakeLeases, identity: str, scope: str = "*", name: str = "mydb-operator",
              namespace: str = "ops") -> LeaderLease:
-    lease = LeaderLease(namespace, name, identity, duration=15, scope=scope)
-    lease.api = leases  # type: ignore[assignment]
-    return lease
+    return LeaderLease(namespace, name, identity, leases, duration=15, scope=scope)  # type: ignore[arg-type]
 
 
 def test_the_lease_is_labelled_and_carries_the_scope(leases):
     first = instance(leases, "a-1", scope="team-a,team-b")
     assert first.try_acquire()
     stored = leases.stored[("ops", "mydb-operator")]
-    assert stored.metadata.labels == {names.OPERATOR_LEASE_LABEL: "true"}
-    assert stored.metadata.annotations == {names.OPERATOR_SCOPE_ANNOTATION: "team-a,team-b"}
-    assert stored.spec.holder_identity == "a-1"
+    assert stored["metadata"]["labels"] == {names.OPERATOR_LEASE_LABEL: "true"}
+    assert stored["metadata"]["annotations"] == {names.OPERATOR_SCOPE_ANNOTATION: "team-a,team-b"}
+    assert stored["spec"]["holderIdentity"] == "a-1"
+    assert leases.requests == [("GET", "/apis/coordination.k8s.io/v1/namespaces/ops/leases/mydb-operator"),
+                               ("POST", "/apis/coordination.k8s.io/v1/namespaces/ops/leases")]
+
+
+def test_a_renewal_and_the_release_are_a_read_and_a_replace_each_with_micro_times(leases):
+    me = instance(leases, "a-1")
+    assert me.try_acquire()
+    acquired = leases.stored[("ops", "mydb-operator")]["spec"]["acquireTime"]
+    leases.requests.clear()
+    assert me.try_acquire()
+    path = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/mydb-operator"
+    assert leases.requests == [("GET", path), ("PUT", path)]
+    spec = leases.stored[("ops", "mydb-operator")]["spec"]
+    assert spec["acquireTime"] == acquired  # kept while ours
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", spec["renewTime"])  # MicroTime
+    leases.requests.clear()
+    me.release()
+    assert leases.requests == [("GET", path), ("PUT", path)]
+    assert "holderIdentity" not in leases.stored[("ops", "mydb-operator")]["spec"]
 
 
 def test_an_unlabelled_lease_of_an_older_operator_gets_marked_on_takeover(leases):
     old = held_lease("ops", "mydb-operator", "old-1", "*", age=60)
-    old.metadata.labels, old.metadata.annotations = None, None
+    old["metadata"]["labels"], old["metadata"]["annotations"] = None, None
     leases.put(old)
     assert instance(leases, "new-1", scope="a").try_acquire()
     stored = leases.stored[("ops", "mydb-operator")]
-    assert stored.metadata.labels[names.OPERATOR_LEASE_LABEL] == "true"
-    assert stored.metadata.annotations[names.OPERATOR_SCOPE_ANNOTATION] == "a"
+    assert stored["metadata"]["labels"][names.OPERATOR_LEASE_LABEL] == "true"
+    assert stored["metadata"]["annotations"][names.OPERATOR_SCOPE_ANNOTATION] == "a"
 
 
 def test_a_standby_says_for_whom_it_stands_by(leases):
@@ -289,22 +337,21 @@ def test_a_released_lease_is_taken_at_once(leases):
     first, second = instance(leases, "a-1"), instance(leases, "b-1")
     assert first.try_acquire()
     first.release()
-    assert leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
+    assert holder(leases) is None
     assert second.try_acquire()
-    assert leases.stored[("ops", "mydb-operator")].spec.holder_identity == "b-1"
+    assert holder(leases) == "b-1"
 
 
 def test_the_renewal_stops_at_the_release_and_never_takes_the_lease_back(leases):
     """Found in CI: a renewal that ran after the release took the Lease again, so the
     instance started next, under another Lease, was refused for an overlapping scope."""
-    me = LeaderLease("ops", "mydb-operator", "me-1", duration=1)
-    me.api = leases  # type: ignore[assignment]
+    me = LeaderLease("ops", "mydb-operator", "me-1", leases, duration=1)  # type: ignore[arg-type]
     assert me.try_acquire()
     renewing = me.keep(on_lost=lambda: None)
     me.release()
     renewing.join(timeout=2)  # one renewal period is a third of the duration
     assert not renewing.is_alive()
-    assert leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
+    assert holder(leases) is None
 
 
 def test_the_standby_logs_each_new_holder(leases, monkeypatch, caplog):
@@ -354,7 +401,7 @@ def test_an_unreachable_api_server_is_a_warning_not_a_crash(leases, monkeypatch)
     def refused(*_: Any, **__: Any) -> None:
         raise urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused")  # type: ignore[arg-type]
     me = instance(leases, "me-1")
-    monkeypatch.setattr(leases, "read_namespaced_lease", refused)
+    monkeypatch.setattr(leases, "get", refused)
     assert me._attempt() is False
 
 
@@ -366,10 +413,9 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
 
     def refused(*_: Any, **__: Any) -> None:
         raise urllib3.exceptions.MaxRetryError(None, "/apis", "connection refused")  # type: ignore[arg-type]
-    me = LeaderLease("ops", "mydb-operator", "me-1", duration=1)
-    me.api = leases  # type: ignore[assignment]
+    me = LeaderLease("ops", "mydb-operator", "me-1", leases, duration=1)  # type: ignore[arg-type]
     assert me.try_acquire()
-    monkeypatch.setattr(leases, "read_namespaced_lease", refused)
+    monkeypatch.setattr(leases, "get", refused)
     lost = threading.Event()
     started = time.monotonic()
     renewing = me.keep(on_lost=lost.set)
@@ -381,11 +427,7 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
 
 # ---------------------------------------------------------------- start-up: refuse, or stand by then lead
 
-class Args:
-    leader_lease_name = "mydb-operator"
-    leader_lease_namespace = "ops"
-    leader_lease_seconds = 15
-    health_port = 0
+ARGS = Config(leader_lease_namespace="ops", health_port=0, namespaces=("team-a",), identity="me-1")
 
 
 def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monkeypatch):
@@ -395,7 +437,6 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
     class Recording(LeaderLease):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.api = leases  # type: ignore[assignment]
             made.append(self)
 
         def acquire(self, retry_every: float = 2.0) -> None:
@@ -405,38 +446,50 @@ def test_two_simultaneous_starts_refuse_after_acquiring_and_release(leases, monk
     monkeypatch.setattr(election, "LeaderLease", Recording)
     monkeypatch.setattr(kubernetes.config, "load_incluster_config", lambda: None)
     with pytest.raises(ScopeConflict):
-        leader_election.lead(Args(), ["team-a"])  # type: ignore[arg-type]
-    assert made and leases.stored[("ops", "mydb-operator")].spec.holder_identity is None
+        leader_election.lead(ARGS, leases)  # type: ignore[arg-type]
+    assert made and holder(leases) is None
+
+
+class ClosingMemo:
+    """What run_operator needs of the memo when kopf is faked: that it closes it at the end."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+        self.api = None  # handed to the (faked) leader election
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 def test_a_scope_conflict_exits_2_with_the_message_and_no_traceback(monkeypatch, caplog):
-    def refused(*_: object) -> None:
+    def refused(*_: object, **__: object) -> None:
         raise ScopeConflict("mydb-operator: refusing to start: ...")
+    memo = ClosingMemo()
     monkeypatch.setattr(run, "tune_malloc", lambda: None)
-    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: memo)
     monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
     monkeypatch.setattr(run, "lead", refused)
-    args = cli.build_parser().parse_args(["run"])
     with caplog.at_level(logging.ERROR), pytest.raises(SystemExit) as exit_:
-        run.run_operator(args, Config())
+        run.run_operator(Config())
     assert exit_.value.code == 2
     assert [r.getMessage() for r in caplog.records] == ["mydb-operator: refusing to start: ..."]
     assert not any(r.exc_info for r in caplog.records)
+    assert memo.closed == 1  # Helm's temporary folder goes on this way out too
 
 
 def test_without_leader_election_a_warning_says_nothing_stops_a_second_instance(monkeypatch, caplog):
     import kopf
 
     ran: list[dict[str, Any]] = []
+    memo = ClosingMemo()
     monkeypatch.setattr(run, "tune_malloc", lambda: None)
-    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: None)
+    monkeypatch.setattr(run, "prepare_operator", lambda config, runner: memo)
     monkeypatch.setattr(run.logs, "configure", lambda log_format: None)
-    monkeypatch.setattr(run, "lead", lambda args, namespaces: pytest.fail("elected with --leader-elect=false"))
+    monkeypatch.setattr(run, "lead", lambda config, api, before_exit: pytest.fail("elected with --leader-elect=false"))
     monkeypatch.setattr(kopf, "run", lambda **kwargs: ran.append(kwargs))
-    args = cli.build_parser().parse_args(["run", "--leader-elect=false"])
     with caplog.at_level(logging.WARNING):
-        run.run_operator(args, Config())
-    assert ran
+        run.run_operator(Config(leader_elect=False))
+    assert ran and ran[0]["memo"] is memo and memo.closed == 1  # closed once kopf stopped
     [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "--leader-elect=false" in warning and "nothing stops a second mydb-operator instance" in warning
 

@@ -39,6 +39,9 @@ def test_impossible_schedules_name_the_field(schedule, words):
 @pytest.mark.parametrize("field, value", [
     ("version", "12.4"), ("version", "15"), ("storage", "lots"), ("storage", "0"), ("replicas", 0),
     ("deletionPolicy", "Shred"),
+    # As the CRD: at most 16 replicas and 3600 s, a size of at least 1Mi in the API server's grammar.
+    ("replicas", 17), ("failoverDelay", 3601), ("storage", "1Ki"), ("storage", "1 Gi"), ("storage", "Infinity"),
+    ("maxLagOnFailover", "Infinity"), ("maxLagOnFailover", ""),
 ])
 def test_bad_values_name_the_field(field, value):
     with pytest.raises(SpecError) as error:
@@ -56,6 +59,9 @@ def test_missing_required_field():
     ({"replicas": True}, "replicas", "must be an integer, got True"),
     ({"backup": {"retention": "7d"}}, "backup.schedule", "is required"),
     ({"backup": {"schedule": 5}}, "backup.schedule", "must be a string, got 5"),
+    ({"backup": {"schedule": "@daily", "retention": 7}}, "backup.retention", "must be a string, got 7"),
+    ({"backup": {"schedule": "@daily", "retention": ""}}, "backup.retention", "is not like 7d"),
+    ({"backup": {"schedule": "@daily", "retention": "10000000d"}}, "backup.retention", "is not like 7d"),
     ({"backup": "daily"}, "backup", "must be a mapping, got 'daily'"),
     ({"restore": {"backup": "latest"}}, "restore.fromDatabase", "is required"),
     ({"scheduling": ["a"]}, "scheduling", "must be a mapping"),

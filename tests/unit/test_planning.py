@@ -70,7 +70,7 @@ def test_a_changed_spec_runs_helm_again(api: FakeApi, runtime: Runtime) -> None:
 
 def test_a_new_chart_changes_every_hash(api: FakeApi, runtime: Runtime) -> None:
     before = decided(runtime, target(), Observation())
-    after = decided(make_runtime(FakeHelm(digest="fedcba9876543210")), target(), Observation())
+    after = decided(make_runtime(FakeHelm(digest="fedcba9876543210"), api=api), target(), Observation())
     assert after.values == before.values and after.values_hash != before.values_hash
 
 
@@ -126,7 +126,7 @@ def test_a_parameter_the_operator_owns_is_an_invalid_spec_and_runs_nothing(api: 
 
 def test_a_platform_patch_that_does_not_apply_runs_nothing(api: FakeApi, helm: FakeHelm) -> None:
     platform = Platform(value_patches=jsonpatch.JsonPatch([{"op": "replace", "path": "/nowhere/x", "value": 1}]))
-    decision = decided(make_runtime(helm, platform), target(), Observation())
+    decision = decided(make_runtime(helm, platform, api=api), target(), Observation())
     assert decision.problem is not None and decision.problem.reason == "PlatformPatchFailed"
     assert decision.why is None
 
@@ -153,6 +153,6 @@ def test_claims_that_name_no_class_are_judged_by_the_specs_class_before_the_defa
 
 def test_the_owner_is_in_the_values_only_when_the_chart_owns_its_objects(api: FakeApi, helm: FakeHelm) -> None:
     owned = Target("ns", "db", parse_spec(SPEC), None, None, uid="u-1")
-    assert "owner" not in decided(make_runtime(helm), owned, Observation()).values
-    owning = dataclasses.replace(make_runtime(helm), owns_children=True)
+    assert "owner" not in decided(make_runtime(helm, api=api), owned, Observation()).values
+    owning = dataclasses.replace(make_runtime(helm, api=api), owns_children=True)
     assert decided(owning, owned, Observation()).values["owner"]["uid"] == "u-1"

@@ -53,3 +53,11 @@ def test_a_success_starts_the_count_again() -> None:
     assert [backoff.failed() for _ in range(3)] == [5, 10, 20]
     backoff.succeeded()
     assert backoff.failed() == 5
+
+
+def test_a_broken_watch_lists_again_after_2_s_doubling_up_to_30_s() -> None:
+    """The informers count with the same policy, from 2 s up to 30 s."""
+    from mydb_operator.cluster.informers import RELIST_CEILING, RELIST_FIRST
+
+    backoff = Backoff(first=RELIST_FIRST, ceiling=RELIST_CEILING)
+    assert [backoff.failed() for _ in range(6)] == [2, 4, 8, 16, 30, 30]

@@ -11,15 +11,14 @@ import asyncio
 from typing import Any
 
 import pytest
+from fake_api import FakeApi, make_runtime
 from kubernetes.client.exceptions import ApiException
 
 from mydb_operator import names
-from mydb_operator.cluster import reads, writes
 from mydb_operator.cluster.child_store import ChildStore
 from mydb_operator.cluster.watched_kinds import KINDS
 from mydb_operator.helm.releases import AppliedRelease
 from mydb_operator.model.observation import Observation
-from mydb_operator.reconcile import observing
 from mydb_operator.reconcile.orchestrator import reconcile
 from mydb_operator.reconcile.pacing import RolloutWindow
 from mydb_operator.reconcile.runtime import Runtime
@@ -57,29 +56,24 @@ AFTER_HELM = Observation(statefulset=STATEFULSET, pods=[pod(0), pod(1)],
                          services=sorted(names.release_services("db")))
 
 
-@pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
-    made: dict[str, list[Any]] = {"secrets": [], "labels": []}
+@pytest.fixture(autouse=True)
+def after_helm_in_the_api(api: FakeApi) -> None:
+    """What the API shows once Helm ran: the StatefulSet, and the database's objects."""
+    api.statefulsets[("ns", "db")] = STATEFULSET
+    api.observations[("ns", "db")] = AFTER_HELM
 
-    async def create_secret_once(body: dict[str, Any]) -> bool:
-        made["secrets"].append(body["metadata"]["name"])
-        return True
 
-    async def label_pod(namespace: str, name: str, key: str, value: str) -> None:
-        made["labels"].append((name, key, value))
+def on_fakes(helm: FakeHelm, store: ChildStore, api: FakeApi, **settings: Any) -> Runtime:
+    # The cache never sees Helm's objects here: the API is read after a short wait.
+    return make_runtime(helm, api=api, children=store, **{"catch_up_seconds": 0.01, **settings})  # type: ignore[arg-type]
 
-    async def read_statefulset(namespace: str, name: str) -> dict[str, Any]:
-        return STATEFULSET
 
-    async def observation(namespace: str, release: str) -> Observation:
-        return AFTER_HELM
+def secrets(api: FakeApi) -> list[str]:
+    return [name for _, name in api.secrets]
 
-    monkeypatch.setattr(writes, "create_secret_once", create_secret_once)
-    monkeypatch.setattr(writes, "label_pod", label_pod)
-    monkeypatch.setattr(reads, "read_statefulset", read_statefulset)
-    monkeypatch.setattr(reads, "observation", observation)
-    monkeypatch.setattr(observing, "CATCH_UP_SECONDS", 0.01)  # the cache never sees Helm's objects here
-    return made
+
+def labels(api: FakeApi) -> list[tuple[str, str, str]]:
+    return [(name, key, value) for _, name, key, value in api.labels]
 
 
 def slices(routes: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -107,7 +101,7 @@ def labelled(ordinal: int, role: str) -> dict[str, Any]:
     return {**made, "metadata": {**made["metadata"], "labels": {names.ROLE_LABEL: role}}}
 
 
-def test_a_first_install_then_labels_then_an_idle_pass(calls: dict[str, list[Any]]) -> None:
+def test_a_first_install_then_labels_then_an_idle_pass(api: FakeApi) -> None:
     """The install runs Helm once and is Deploying until the Services route; the next pass labels the
     primary and the replica (the Services select on the labels) and, with both Services routing to them,
     is Running; an idle pass after that does nothing at all."""
@@ -116,14 +110,14 @@ def test_a_first_install_then_labels_then_an_idle_pass(calls: dict[str, list[Any
         for kind in KINDS:
             store.replace(kind, None, [], listed_at=1)  # synced and empty: a database onto nothing
         helm = FakeHelm()
-        runtime = Runtime(helm=helm, children=store)  # type: ignore[arg-type]
+        runtime = on_fakes(helm, store, api)
 
         first = await reconcile(BODY, None, runtime)
         assert len(helm.upgrades) == 1 and helm.upgrades[0]["replicas"] == 2
         assert helm.upgrades[0]["updateStrategy"] == "OnDelete"
-        assert calls["secrets"] == [names.credentials_secret_name("db")]
+        assert secrets(api) == [names.credentials_secret_name("db")]
         assert first.events == [] and first.helm_ran  # the install is told by status alone
-        assert calls["labels"] == []  # no pod before Helm: they are labelled once they exist
+        assert labels(api) == []  # no pod before Helm: they are labelled once they exist
         assert first.problem is None
         assert (first.status["phase"], first.status["ready"], first.status["readyReplicas"]) == ("Deploying", False, 2)
         assert first.status["conditions"][0]["reason"] == "RoutingPending"
@@ -133,26 +127,23 @@ def test_a_first_install_then_labels_then_an_idle_pass(calls: dict[str, list[Any
         cached(store, [pod(0), pod(1)], {"db": ["db-0"], "db-ro": ["db-1"]}, 8)
         second = await reconcile({**BODY, "status": first.status}, first.status, runtime)
         assert len(helm.upgrades) == 1  # the hash matches and nothing drifted: no Helm run
-        assert calls["labels"] == [("db-0", names.ROLE_LABEL, names.PRIMARY), ("db-1", names.ROLE_LABEL, names.REPLICA)]
+        assert labels(api) == [("db-0", names.ROLE_LABEL, names.PRIMARY), ("db-1", names.ROLE_LABEL, names.REPLICA)]
         assert (second.status["phase"], second.status["ready"]) == ("Running", True)
         assert second.status["primary"] == second.status["targetPrimary"] == "db-0"
 
         cached(store, [labelled(0, names.PRIMARY), labelled(1, names.REPLICA)], {"db": ["db-0"], "db-ro": ["db-1"]}, 9)
         third = await reconcile({**BODY, "status": second.status}, second.status, runtime)
-        assert len(helm.upgrades) == 1 and len(calls["labels"]) == 2
+        assert len(helm.upgrades) == 1 and len(labels(api)) == 2
         assert third.events == [] and third.status == second.status
         assert not third.helm_ran and not third.retry_soon
 
     asyncio.run(scenario())
 
 
-def test_a_role_label_refused_keeps_the_pass(calls: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_role_label_refused_keeps_the_pass(api: FakeApi) -> None:
     """The Helm run and the status still happen (with Helm's revision, so the next pass runs no Helm) and
     the daemon is told to retry soon, instead of the whole pass being lost to the exception."""
-    async def label_pod(namespace: str, name: str, key: str, value: str) -> None:
-        raise ApiException(status=403, reason="Forbidden")
-
-    monkeypatch.setattr(writes, "label_pod", label_pod)
+    api.failing["label_pod"] = ApiException(status=403, reason="Forbidden")
 
     async def scenario() -> None:
         store = ChildStore(on_change=lambda *_: None)
@@ -160,7 +151,7 @@ def test_a_role_label_refused_keeps_the_pass(calls: dict[str, list[Any]], monkey
             store.replace(kind, None, [], listed_at=1)
         cached(store, [pod(0), pod(1)], {}, 8)
         helm = FakeHelm()
-        outcome = await reconcile(BODY, None, Runtime(helm=helm, children=store))  # type: ignore[arg-type]
+        outcome = await reconcile(BODY, None, on_fakes(helm, store, api))
         assert len(helm.upgrades) == 1 and outcome.helm_ran and outcome.retry_soon
         assert outcome.problem is None and outcome.status["release"]["revision"] == 1
 
@@ -169,24 +160,20 @@ def test_a_role_label_refused_keeps_the_pass(calls: dict[str, list[Any]], monkey
 
 @pytest.mark.parametrize("pods_ready, holders", [(True, 0), (False, 1)], ids=["ready-leaves", "deploying-holds"])
 def test_a_first_install_holds_a_rollout_place_until_its_pods_are_ready(
-    calls: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch, pods_ready: bool, holders: int
+    api: FakeApi, pods_ready: bool, holders: int
 ) -> None:
     not_ready = {"conditions": [{"type": "Ready", "status": "False"}]}
     routed = Observation(statefulset=STATEFULSET, pods=AFTER_HELM.pods, services=AFTER_HELM.services,
                          routes={"db": ("db-0",), "db-ro": ("db-1",)})
     after_helm = routed if pods_ready else Observation(
         statefulset=STATEFULSET, pods=[{**pod(0), "status": not_ready}], services=AFTER_HELM.services)
-
-    async def observation(namespace: str, release: str) -> Observation:
-        return after_helm
-
-    monkeypatch.setattr(reads, "observation", observation)
+    api.observations[("ns", "db")] = after_helm
 
     async def scenario() -> int:
         store = ChildStore(on_change=lambda *_: None)
         for kind in KINDS:
             store.replace(kind, None, [], listed_at=1)
-        runtime = Runtime(helm=FakeHelm(), children=store, rollouts=RolloutWindow(1))  # type: ignore[arg-type]
+        runtime = on_fakes(FakeHelm(), store, api, rollouts=RolloutWindow(1))
         outcome = await reconcile(BODY, None, runtime)
         assert outcome.status["phase"] == ("Running" if pods_ready else "Deploying")
         return runtime.rollouts.holders()

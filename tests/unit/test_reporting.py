@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from fake_api import FakeApi, FakeHelm, make_runtime
 
-from mydb_operator.cluster import writes
 from mydb_operator.model.observation import Observation
 from mydb_operator.reconcile import reporting
 from mydb_operator.reconcile.outcomes import Outcome
@@ -27,22 +27,17 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def written(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    patches: list[dict[str, Any]] = []
-
-    async def patch_status(namespace: str, name: str, patch: dict[str, Any]) -> None:
-        patches.append(patch)
-
-    monkeypatch.setattr(writes, "patch_status", patch_status)
-    return patches
+def written(api: FakeApi) -> list[dict[str, Any]]:
+    """The merge patches of .status the API received, in order."""
+    return [patch for _, _, patch in api.statuses]
 
 
-def passes(monkeypatch: pytest.MonkeyPatch, clock: Clock, statuses: list[tuple[float, dict[str, Any]]],
+def passes(monkeypatch: pytest.MonkeyPatch, api: FakeApi, clock: Clock, statuses: list[tuple[float, dict[str, Any]]],
            stored: StoredStatus | None = None) -> StoredStatus:
     """Run one reconcile_and_store per (seconds later, status the reconcile builds)."""
     monkeypatch.setattr(reporting.time, "monotonic", clock)
     stored = stored or StoredStatus()
+    runtime = make_runtime(FakeHelm(), api=api)
 
     async def run() -> None:
         for later, status in statuses:
@@ -52,23 +47,23 @@ def passes(monkeypatch: pytest.MonkeyPatch, clock: Clock, statuses: list[tuple[f
                 return Outcome(Observation(), None, None, status=dict(status))
 
             monkeypatch.setattr(reporting, "reconcile", reconcile)
-            await reconcile_and_store(BODY, stored, runtime=None)  # type: ignore[arg-type]
+            await reconcile_and_store(BODY, stored, runtime)
 
     asyncio.run(run())
     return stored
 
 
-def test_pods_turning_ready_within_the_hold_cost_one_write_at_the_end(monkeypatch, written) -> None:
-    stored = passes(monkeypatch, Clock(), [(0, DEPLOYING), (2, ONE_READY), (2, RUNNING)])
-    assert [p["phase"] for p in written] == ["Deploying", "Running"]
-    assert written[-1]["readyReplicas"] == 3 and stored.status == RUNNING and stored.held_since is None
+def test_pods_turning_ready_within_the_hold_cost_one_write_at_the_end(monkeypatch, api) -> None:
+    stored = passes(monkeypatch, api, Clock(), [(0, DEPLOYING), (2, ONE_READY), (2, RUNNING)])
+    assert [p["phase"] for p in written(api)] == ["Deploying", "Running"]
+    assert written(api)[-1]["readyReplicas"] == 3 and stored.status == RUNNING and stored.held_since is None
 
 
-def test_a_held_change_is_written_once_the_hold_is_over(monkeypatch, written) -> None:
+def test_a_held_change_is_written_once_the_hold_is_over(monkeypatch, api) -> None:
     clock = Clock()
-    stored = passes(monkeypatch, clock, [(0, DEPLOYING), (2, ONE_READY)])
-    assert len(written) == 1 and stored.status == DEPLOYING  # the stored status is still the written one
+    stored = passes(monkeypatch, api, clock, [(0, DEPLOYING), (2, ONE_READY)])
+    assert len(written(api)) == 1 and stored.status == DEPLOYING  # the stored status is still the written one
     assert stored.write_due_in() == PROGRESS_HOLD_SECONDS
-    passes(monkeypatch, clock, [(PROGRESS_HOLD_SECONDS, ONE_READY)], stored)
-    assert written[-1] == {"phase": "Deploying", "readyReplicas": 1, "message": "1/3 pods ready"}
+    passes(monkeypatch, api, clock, [(PROGRESS_HOLD_SECONDS, ONE_READY)], stored)
+    assert written(api)[-1] == {"phase": "Deploying", "readyReplicas": 1, "message": "1/3 pods ready"}
     assert stored.write_due_in() is None

@@ -4,7 +4,7 @@ from mydb_operator.desired.values import build_values
 from mydb_operator.model.observation import Observation
 from mydb_operator.model.spec import parse_spec
 from mydb_operator.policy.drift import drift
-from mydb_operator.status.build import build_status
+from mydb_operator.status.build import Happened, Wanted, build_status
 from mydb_operator.status.patch import PROGRESS_HOLD_SECONDS, hold_for, progress_only, status_patch
 from mydb_operator.status.problem import Problem
 
@@ -28,8 +28,8 @@ def statefulset(replicas=3, updated=3, current="r1", update="r1"):
 
 
 def status_of(observation, *, spec=SPEC, applied=APPLIED, problem=None, previous=None, now=T0):
-    return build_status(release="db", namespace="ns", generation=4, spec=spec, observation=observation,
-                        applied=applied, problem=problem, previous=previous or {}, now=now)
+    return build_status(Wanted("db", "ns", 4, spec), Happened(observation, applied=applied, problem=problem),
+                        previous=previous or {}, now=now)
 
 
 def cond(status, type_):
@@ -148,19 +148,19 @@ def test_a_stalled_archive_turns_backup_healthy_false_30_s_after_the_primary_las
 
     observation = Observation(statefulset=statefulset(), pods=[pod(0), pod(1), pod(2)], routes=ROUTES,
                               cronjob={"status": {"lastSuccessfulTime": T0}})
-    streaming = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
-                             applied=APPLIED, problem=None, previous={}, now=T0,
-                             primary=seen(Standby("mydb-archive", "streaming", "async", 0x3000000, None, 1.0)))
+    streaming = build_status(Wanted("db", "ns", 4, SPEC), Happened(observation, applied=APPLIED, problem=None,
+                             primary=seen(Standby("mydb-archive", "streaming", "async", 0x3000000, None, 1.0))),
+                             previous={}, now=T0)
     assert streaming["backup"]["archive"] == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0,
                                               "since": T0}
     assert cond(streaming, "BackupHealthy")["reason"] == "BackupSucceeded"
     assert (streaming["backup"]["firstRecoverablePoint"], streaming["backup"]["lastBaseBackup"]) == (T0, T0)
-    gone = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
-                        applied=APPLIED, problem=None, previous=streaming, now=T0, primary=seen())
+    gone = build_status(Wanted("db", "ns", 4, SPEC), Happened(observation, applied=APPLIED, problem=None,
+                        primary=seen()), previous=streaming, now=T0)
     assert gone["backup"]["archive"]["stalledSince"] == T0
     assert cond(gone, "BackupHealthy")["status"] == "True"
-    later = build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=observation,
-                         applied=APPLIED, problem=None, previous=gone, now=T1, primary=seen())
+    later = build_status(Wanted("db", "ns", 4, SPEC), Happened(observation, applied=APPLIED, problem=None,
+                         primary=seen()), previous=gone, now=T1)
     assert (cond(later, "BackupHealthy")["status"], cond(later, "BackupHealthy")["reason"]) == ("False", "ArchiveStalled")
     dumps_only = parse_spec({"replicas": 3, "version": "15.2", "storage": "1Gi",
                              "backup": {"schedule": "0 2 * * *", "continuous": False}})
@@ -216,9 +216,8 @@ def test_a_primary_down_or_moving_is_degraded_or_progressing_whatever_the_pods()
     from mydb_operator.status.primary import PrimaryView
 
     def under(state, message):
-        return build_status(release="db", namespace="ns", generation=4, spec=SPEC, observation=serving_three(),
-                            applied=APPLIED, problem=None, previous={}, now=T0,
-                            primary=PrimaryView(plan=Plan((), state, message)))
+        return build_status(Wanted("db", "ns", 4, SPEC), Happened(serving_three(), applied=APPLIED, problem=None,
+                            primary=PrimaryView(plan=Plan((), state, message))), previous={}, now=T0)
     for state in ("WaitingFailoverDelay", "FailingOver", "NoEligibleReplica"):
         status = under(state, "the primary db-0 is not ready")
         assert (status["phase"], status["ready"], cond(status, "Ready")["reason"]) == ("Degraded", False, state)

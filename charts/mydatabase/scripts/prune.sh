@@ -14,17 +14,23 @@ set -eu
 : "${BACKUP_DIR:?BACKUP_DIR is required}"
 : "${BACKUP_RETENTION:?BACKUP_RETENTION is required}"
 
+# The CRD's pattern for spec.backup.retention, as text (tests/chart/test_one_source.py holds it there): a
+# malformed retention is an error, never "delete everything".
+RETENTION_PATTERN='^[1-9][0-9]*[hdw]$'
+case "$BACKUP_RETENTION" in
+  *'
+'*) valid= ;;  # grep judges each line alone: one line only
+  *) valid="$(printf '%s\n' "$BACKUP_RETENTION" | grep -E -e "$RETENTION_PATTERN" || true)" ;;
+esac
+if [ -z "$valid" ]; then
+  echo "prune: BACKUP_RETENTION=$BACKUP_RETENTION is not <n>h, <n>d or <n>w (n above zero)" >&2
+  exit 1
+fi
 count="${BACKUP_RETENTION%[hdw]}"
 case "$BACKUP_RETENTION" in
   *h) unit=3600 ;;
   *d) unit=86400 ;;
   *w) unit=604800 ;;
-  *) count= ;;
-esac
-case "$count" in
-  '' | *[!0-9]*)
-    echo "prune: BACKUP_RETENTION=$BACKUP_RETENTION is not <n>h, <n>d or <n>w" >&2
-    exit 1 ;;
 esac
 cutoff=$(( ${NOW:-$(date -u +%s)} - count * unit ))
 

@@ -1,13 +1,13 @@
 """Blocking client calls made awaitable, and API statuses that mean "already so".
 
-Each call is a small blocking request on the shared client; `threaded` runs it
+Each call is a small blocking request on the port's client; `threaded` runs it
 in a worker thread, so the event loop never waits on the network."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
@@ -17,7 +17,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def threaded(call: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+def threaded(call: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
     @functools.wraps(call)
     async def in_thread(*args: P.args, **kwargs: P.kwargs) -> R:
         return await asyncio.to_thread(call, *args, **kwargs)

@@ -11,12 +11,19 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from . import clients
+from ..policy.backoff import Backoff
 from .child_store import ChildStore, version_of
+from .clients import Connection
+from .failures import API_FAILURES
 from .watched_kinds import KINDS, SELECTOR
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 300
+# A broken watch lists again after 2 s, 4 s, 8 s, 16 s, then every 30 s while it keeps failing.
+RELIST_FIRST, RELIST_CEILING = 2.0, 30.0
+# An event not shaped as documented: like an API failure, it must not end the thread,
+# which would leave the kind marked synced with its cache frozen.
+MALFORMED = (ValueError, KeyError, TypeError)
 
 
 class _Expired(Exception):
@@ -26,12 +33,14 @@ class _Expired(Exception):
 class Informer(threading.Thread):
     """List, then watch, one kind in one namespace (or all); hand every change to the store.
 
-    Runs in its own thread with its own API client (a watch holds a connection
-    for minutes); `deliver` puts each store update on the event loop."""
+    Runs in its own thread with a connection of its own (a watch holds one for
+    minutes: `Connection.dedicated()`); `deliver` puts each store update on the event loop."""
 
-    def __init__(self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None]):
+    def __init__(
+        self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None], connection: Connection
+    ):
         super().__init__(name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
-        self._api = clients.new_client()
+        self._connection = connection
         self._path = KINDS[kind].path(namespace)
         self.kind, self.scope, self._store, self._deliver = kind, namespace, store, deliver
         self._stopping = threading.Event()
@@ -44,31 +53,28 @@ class Informer(threading.Thread):
             response.shutdown()  # unblocks the watch's read at once
 
     def run(self) -> None:
-        failures = 0
+        backoff = Backoff(first=RELIST_FIRST, ceiling=RELIST_CEILING)
         while not self._stopping.is_set():
             try:
                 version = self._relist()
-                failures = 0
+                backoff.succeeded()
                 while not self._stopping.is_set():
                     version = self._watch(version)
             except _Expired:
                 continue
-            # KeyError, TypeError: an event not shaped as documented must not end the thread,
-            # which would leave the kind marked synced with its cache frozen.
-            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, KeyError, TypeError) as error:
+            except (*API_FAILURES, *MALFORMED) as error:
                 if self._stopping.is_set():
                     return
                 self._deliver(self._store.unsync, self.kind, self.scope)
-                failures += 1
-                delay = min(2**failures, 30)
+                delay = backoff.failed()
                 reason = f"Api{error.status}" if isinstance(error, ApiException) else type(error).__name__
                 log.warning(
-                    "watching %s: %s (list again in %ds; reads go to the API meanwhile)", self.kind, reason, delay
+                    "watching %s: %s (list again in %.0fs; reads go to the API meanwhile)", self.kind, reason, delay
                 )
                 self._stopping.wait(delay)
 
     def _relist(self) -> str:
-        listing = json.loads(clients.request("GET", self._path, query={"labelSelector": SELECTOR}, api=self._api).data)
+        listing = json.loads(self._connection.request("GET", self._path, query={"labelSelector": SELECTOR}).data)
         version: str = listing["metadata"]["resourceVersion"]
         self._deliver(self._store.replace, self.kind, self.scope, listing["items"], version_of(listing))
         return version
@@ -82,9 +88,7 @@ class Informer(threading.Thread):
             "allowWatchBookmarks": True,
             "timeoutSeconds": WATCH_SECONDS,
         }
-        self._response = clients.request(
-            "GET", self._path, query=query, timeout=(30, WATCH_SECONDS + 30), api=self._api
-        )
+        self._response = self._connection.request("GET", self._path, query=query, timeout=(30, WATCH_SECONDS + 30))
         try:
             for line in self._response:
                 event = json.loads(line)
@@ -102,10 +106,13 @@ class Informer(threading.Thread):
         return version
 
 
-def start_informers(store: ChildStore, namespaces: list[str], deliver: Callable[..., Any]) -> list[Informer]:
-    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some."""
+def start_informers(
+    store: ChildStore, namespaces: list[str], deliver: Callable[..., Any], api: Connection
+) -> list[Informer]:
+    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some;
+    each on a connection of its own, with the configuration of API's (the port's) client."""
     scopes: list[str | None] = list(namespaces) or [None]
-    informers = [Informer(kind, scope, store, deliver) for kind in KINDS for scope in scopes]
+    informers = [Informer(kind, scope, store, deliver, api.dedicated()) for kind in KINDS for scope in scopes]
     for informer in informers:
         informer.start()
     return informers

@@ -1,4 +1,5 @@
-"""Every write the operator makes to the API, each a blocking call run in a worker thread."""
+"""Every write the operator makes to the API: methods of the port (cluster/api.py), each a blocking
+request run in a worker thread."""
 
 from __future__ import annotations
 
@@ -8,149 +9,138 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import names
-from . import clients
 from .blocking import created, exists, threaded, tolerating
-from .clients import JSON_PATCH, MERGE_PATCH
+from .clients import JSON_PATCH, MERGE_PATCH, Connection
 from .resources import CLAIMS, CONFIG_MAPS, DATABASES, JOBS, PODS, SECRETS, STATEFULSETS
 
 # How long storage growth waits for an orphaned StatefulSet to go before it reports the resize stalled.
 ORPHANING_SECONDS = 60.0
 
 
-@threaded
-def create_secret_once(body: dict[str, Any]) -> bool:
-    """Create the Secret unless it exists (never overwrite a password); True when created now."""
-    return created(lambda: clients.send("POST", SECRETS.path(body["metadata"]["namespace"]), body))
+class Writes(Connection):
+    """The writes of the port (cluster/api.py), by URL path on the connection's client."""
 
+    @threaded
+    def create_secret_once(self, body: dict[str, Any]) -> bool:
+        """Create the Secret unless it exists (never overwrite a password); True when created now."""
+        return created(lambda: self.send("POST", SECRETS.path(body["metadata"]["namespace"]), body))
 
-@threaded
-def label_pod(namespace: str, name: str, key: str, value: str) -> None:
-    with tolerating(404):  # a pod that just went away needs no label
-        clients.send(
+    @threaded
+    def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
+        with tolerating(404):  # a pod that just went away needs no label
+            self.send(
+                "PATCH",
+                PODS.path(namespace, name),
+                {"metadata": {"labels": {key: value}}},
+                content_type=MERGE_PATCH,
+            )
+
+    @threaded
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """A merge patch of .status: it carries no resourceVersion, so it cannot conflict."""
+        with tolerating(404):  # the MyDatabase (or its namespace) is gone: nothing to report on
+            self.send("PATCH", DATABASES.path(namespace, name, "status"), {"status": status}, content_type=MERGE_PATCH)
+
+    @threaded
+    def delete_claims(self, namespace: str, release: str) -> list[str]:
+        """Delete the database's PersistentVolumeClaims (data and backups); returns their names."""
+        selector = names.label_selector(names.selector_labels(release))
+        listed = self.get(CLAIMS.path(namespace), labelSelector=selector)
+        claim_names: list[str] = [c["metadata"]["name"] for c in listed["items"]]
+        for name in claim_names:
+            with tolerating(404):
+                self.send("DELETE", CLAIMS.path(namespace, name))
+        return claim_names
+
+    @threaded
+    def delete_release_records(self, namespace: str, release: str) -> None:
+        """Forget a release: delete Helm's stored revisions (ConfigMaps) in one request, its objects left to
+        the garbage collector (they are owned by the MyDatabase)."""
+        self.send(
+            "DELETE",
+            CONFIG_MAPS.path(namespace),
+            labelSelector=names.label_selector(names.release_record_labels(release)),
+        )
+
+    @threaded
+    def delete_secret(self, namespace: str, name: str) -> None:
+        with tolerating(404):
+            self.send("DELETE", SECRETS.path(namespace, name))
+
+    @threaded
+    def grow_claim(self, namespace: str, name: str, size: str) -> None:
+        self.send(
             "PATCH",
-            PODS.path(namespace, name),
-            {"metadata": {"labels": {key: value}}},
+            CLAIMS.path(namespace, name),
+            {"spec": {"resources": {"requests": {"storage": size}}}},
             content_type=MERGE_PATCH,
         )
 
-
-@threaded
-def patch_status(namespace: str, name: str, status: dict[str, Any]) -> None:
-    """A merge patch of .status: it carries no resourceVersion, so it cannot conflict."""
-    with tolerating(404):  # the MyDatabase (or its namespace) is gone: nothing to report on
-        clients.send("PATCH", DATABASES.path(namespace, name, "status"), {"status": status}, content_type=MERGE_PATCH)
-
-
-@threaded
-def delete_claims(namespace: str, release: str) -> list[str]:
-    """Delete the database's PersistentVolumeClaims (data and backups); returns their names."""
-    selector = names.label_selector(names.selector_labels(release))
-    listed = clients.get(CLAIMS.path(namespace), labelSelector=selector)
-    claim_names: list[str] = [c["metadata"]["name"] for c in listed["items"]]
-    for name in claim_names:
+    @threaded
+    def delete_statefulset(self, namespace: str, name: str) -> None:
+        """Delete the StatefulSet now (the garbage collector then deletes its pods), so that it re-creates
+        no claim from its template."""
         with tolerating(404):
-            clients.send("DELETE", CLAIMS.path(namespace, name))
-    return claim_names
+            self.send("DELETE", STATEFULSETS.path(namespace, name), {"propagationPolicy": "Background"})
 
+    @threaded
+    def orphan_statefulset(self, namespace: str, name: str) -> None:
+        """Delete the StatefulSet but not its pods, so Helm can re-create it with a new claim template."""
+        path = STATEFULSETS.path(namespace, name)
+        with tolerating(404):
+            self.send("DELETE", path, {"propagationPolicy": "Orphan"})
+        # The garbage collector first frees the pods (the orphan finalizer); Helm
+        # cannot re-create the StatefulSet while the old one is still terminating.
+        deadline = time.monotonic() + ORPHANING_SECONDS
+        while exists(lambda: self.get(path)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after {ORPHANING_SECONDS:.0f}s")
+            time.sleep(0.5)
 
-@threaded
-def delete_release_records(namespace: str, release: str) -> None:
-    """Forget a release: delete Helm's stored revisions (ConfigMaps) in one request, its objects left to
-    the garbage collector (they are owned by the MyDatabase)."""
-    clients.send(
-        "DELETE",
-        CONFIG_MAPS.path(namespace),
-        labelSelector=names.label_selector(names.release_record_labels(release)),
-    )
+    @threaded
+    def create_job_once(self, body: dict[str, Any]) -> bool:
+        """Create the Job unless it exists (made for this request before a restart); True when created now."""
+        return created(lambda: self.send("POST", JOBS.path(body["metadata"]["namespace"]), body))
 
+    @threaded
+    def write_record(self, body: dict[str, Any]) -> str:
+        """Create or replace the ConfigMap recording the primary; returns its new resourceVersion.
 
-@threaded
-def delete_secret(namespace: str, name: str) -> None:
-    with tolerating(404):
-        clients.send("DELETE", SECRETS.path(namespace, name))
+        A replacement carries the resourceVersion it was based on: if the ConfigMap changed
+        since, the API refuses it (409) instead of letting a stale decision win."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if body["metadata"].get("resourceVersion"):
+            stored = self.exchange("PUT", CONFIG_MAPS.path(namespace, name), body)
+        else:
+            stored = self.exchange("POST", CONFIG_MAPS.path(namespace), body)
+        version: str = stored["metadata"]["resourceVersion"]
+        return version
 
+    @threaded
+    def delete_record(self, namespace: str, release: str) -> None:
+        with tolerating(404):
+            self.send("DELETE", CONFIG_MAPS.path(namespace, names.primary_record(release)))
 
-@threaded
-def grow_claim(namespace: str, name: str, size: str) -> None:
-    clients.send(
-        "PATCH",
-        CLAIMS.path(namespace, name),
-        {"spec": {"resources": {"requests": {"storage": size}}}},
-        content_type=MERGE_PATCH,
-    )
+    @threaded
+    def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
+        """Delete the pod with this uid (not one the StatefulSet made since under its name); grace None: its own
+        terminationGracePeriodSeconds. Already gone, or another pod by now: nothing to do."""
+        options: dict[str, Any] = {"preconditions": {"uid": uid}}
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        try:
+            self.send("DELETE", PODS.path(namespace, name), options)
+        except ApiException as error:
+            if error.status not in (404, 409):
+                raise
 
-
-@threaded
-def delete_statefulset(namespace: str, name: str) -> None:
-    """Delete the StatefulSet now (the garbage collector then deletes its pods), so that it re-creates
-    no claim from its template."""
-    with tolerating(404):
-        clients.send("DELETE", STATEFULSETS.path(namespace, name), {"propagationPolicy": "Background"})
-
-
-@threaded
-def orphan_statefulset(namespace: str, name: str) -> None:
-    """Delete the StatefulSet but not its pods, so Helm can re-create it with a new claim template."""
-    path = STATEFULSETS.path(namespace, name)
-    with tolerating(404):
-        clients.send("DELETE", path, {"propagationPolicy": "Orphan"})
-    # The garbage collector first frees the pods (the orphan finalizer); Helm
-    # cannot re-create the StatefulSet while the old one is still terminating.
-    deadline = time.monotonic() + ORPHANING_SECONDS
-    while exists(lambda: clients.get(path)):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"StatefulSet {namespace}/{name} still terminating after {ORPHANING_SECONDS:.0f}s")
-        time.sleep(0.5)
-
-
-@threaded
-def create_job_once(body: dict[str, Any]) -> bool:
-    """Create the Job unless it exists (made for this request before a restart); True when created now."""
-    return created(lambda: clients.send("POST", JOBS.path(body["metadata"]["namespace"]), body))
-
-
-@threaded
-def write_record(body: dict[str, Any]) -> str:
-    """Create or replace the ConfigMap recording the primary; returns its new resourceVersion.
-
-    A replacement carries the resourceVersion it was based on: if the ConfigMap changed
-    since, the API refuses it (409) instead of letting a stale decision win."""
-    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    if body["metadata"].get("resourceVersion"):
-        stored = clients.exchange("PUT", CONFIG_MAPS.path(namespace, name), body)
-    else:
-        stored = clients.exchange("POST", CONFIG_MAPS.path(namespace), body)
-    version: str = stored["metadata"]["resourceVersion"]
-    return version
-
-
-@threaded
-def delete_record(namespace: str, release: str) -> None:
-    with tolerating(404):
-        clients.send("DELETE", CONFIG_MAPS.path(namespace, names.primary_record(release)))
-
-
-@threaded
-def delete_pod(namespace: str, name: str, uid: str, grace: int | None) -> None:
-    """Delete the pod with this uid (not one the StatefulSet made since under its name); grace None: its own
-    terminationGracePeriodSeconds. Already gone, or another pod by now: nothing to do."""
-    options: dict[str, Any] = {"preconditions": {"uid": uid}}
-    if grace is not None:
-        options["gracePeriodSeconds"] = grace
-    try:
-        clients.send("DELETE", PODS.path(namespace, name), options)
-    except ApiException as error:
-        if error.status not in (404, 409):
-            raise
-
-
-@threaded
-def remove_annotation(namespace: str, name: str, key: str, value: str) -> None:
-    """Remove the MyDatabase's annotation KEY if it still says VALUE (a newer request is kept)."""
-    pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
-    operations = [{"op": "test", "path": pointer, "value": value}, {"op": "remove", "path": pointer}]
-    try:
-        clients.send("PATCH", DATABASES.path(namespace, name), operations, content_type=JSON_PATCH)
-    except ApiException as error:
-        if error.status not in (404, 409, 422):  # gone, or the annotation changed meanwhile
-            raise
+    @threaded
+    def remove_annotation(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Remove the MyDatabase's annotation KEY if it still says VALUE (a newer request is kept)."""
+        pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+        operations = [{"op": "test", "path": pointer, "value": value}, {"op": "remove", "path": pointer}]
+        try:
+            self.send("PATCH", DATABASES.path(namespace, name), operations, content_type=JSON_PATCH)
+        except ApiException as error:
+            if error.status not in (404, 409, 422):  # gone, or the annotation changed meanwhile
+                raise

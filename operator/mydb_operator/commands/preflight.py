@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from ..cluster.api import KubernetesApi
 from ..config import Config
 from ..desired.platform import Platform, PlatformError, load_platform
 from ..helm import chart_check
@@ -26,9 +27,13 @@ def platform(config: Config) -> Platform:
 
 
 def make_helm(config: Config, loaded: Platform) -> Helm:
+    """The one Helm for the settings' chart, in the settings' environment; close it when done."""
+    if config.chart_dir is None:  # settings.load pulls an OCI chart for every command that renders it
+        raise SystemExit(f"mydb-operator: the chart {config.chart_origin} was not pulled")
     try:
         return Helm(
             config.chart_dir,
+            environment=config.environment,
             executable=config.helm,
             history_max=config.history_max,
             max_parallel=config.helm_parallel,
@@ -43,11 +48,20 @@ def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
     """Check the platform config and the chart, once, before kopf starts; fail fast and plainly.
 
     The Helm and platform checked here are the ones the handlers use (kopf's memo),
-    and the check runs on the event loop kopf then runs on."""
-    from ..handlers.memo import operator_memo
-
+    and the check runs on the event loop kopf then runs on. The caller closes the memo (its Helm);
+    a failed check closes it here."""
     loaded = platform(config)
     helm = make_helm(config, loaded)
+    try:
+        return _checked_memo(config, runner, loaded, helm)
+    except BaseException:
+        helm.close()
+        raise
+
+
+def _checked_memo(config: Config, runner: asyncio.Runner, loaded: Platform, helm: Helm) -> OperatorMemo:
+    from ..handlers.memo import operator_memo
+
     chart = config.chart_origin or str(config.chart_dir)
     fit = runner.run(chart_check.check_chart(helm, loaded))
     if fit.problems:
@@ -63,7 +77,9 @@ def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
         config,
         loaded,
         helm,
+        KubernetesApi(),  # its client is made on first use, once kopf's start-up has loaded the config
         owns_children=fit.owns_children,
         pod_management=fit.pod_management,
         chart_keys=fit.value_keys,
+        port=fit.port,
     )

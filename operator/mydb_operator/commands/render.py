@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from ..config import Config
 from ..desired.platform import Platform, PlatformError
 from ..desired.values import database_values, value_keys
 from ..helm.errors import HelmError
+from ..helm.releases import Helm
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
 from .preflight import make_helm, platform
@@ -48,23 +48,23 @@ def values_for(database: dict[str, Any], loaded: Platform, chart_keys: frozenset
         raise SystemExit(f"invalid {names.KIND}: {error}") from None
 
 
-def print_values(args: argparse.Namespace, config: Config) -> None:
-    yaml.safe_dump(values_for(load_database(args.file), platform(config)), sys.stdout, sort_keys=True)
+def print_values(config: Config) -> None:
+    yaml.safe_dump(values_for(load_database(config.manifest), platform(config)), sys.stdout, sort_keys=True)
 
 
-def print_manifests(args: argparse.Namespace, config: Config) -> None:
+def print_manifests(config: Config) -> None:
     """The manifests the operator would apply: same values, same chart, same object patches."""
-    database = load_database(args.file)
+    database = load_database(config.manifest)
     loaded = platform(config)
-    namespace = args.namespace or database["metadata"].get("namespace") or "default"
-    helm = make_helm(config, loaded)
+    namespace = config.render_namespace or database["metadata"].get("namespace") or "default"
 
-    async def rendered() -> list[dict[str, Any]]:
+    async def rendered(helm: Helm) -> list[dict[str, Any]]:
         values = values_for(database, loaded, value_keys(await helm.default_values()))
         return await helm.template(namespace, database["metadata"]["name"], values)
 
     try:
-        objects = asyncio.run(rendered())
+        with make_helm(config, loaded) as helm:
+            objects = asyncio.run(rendered(helm))
     except HelmError as error:
         raise SystemExit(f"helm template failed: {error}") from None
     yaml.safe_dump_all(objects, sys.stdout, sort_keys=False, explicit_start=True)

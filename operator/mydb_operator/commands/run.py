@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 from typing import Any, cast
@@ -16,31 +15,30 @@ from .preflight import prepare_operator
 log = logging.getLogger(__name__)
 
 
-def run_operator(args: argparse.Namespace, config: Config) -> None:
+def run_operator(config: Config) -> None:
     """Check the chart once, wait to lead (unless --leader-elect=false), then run kopf until it stops."""
     tune_malloc()  # first: before any thread starts
     import kopf
 
     from .. import handlers  # noqa: F401  (registers the handlers)
     from ..leadership.conflicts import ScopeConflict
-    from ..leadership.identity import default_identity
 
     with asyncio.Runner() as runner:
         memo = prepare_operator(config, runner)
-        logs.configure(args.log_format)
         lease = None
-        if args.leader_elect:
-            try:
-                lease = lead(args, config.namespaces)
-            except ScopeConflict as conflict:
-                log.error("%s", conflict)
-                raise SystemExit(2) from None
-        else:
-            log.warning(
-                "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
-                "instance from acting on the same databases at the same time; make sure only one runs"
-            )
         try:
+            logs.configure(config.log_format)
+            if config.leader_elect:
+                try:
+                    lease = lead(config, memo.api, before_exit=memo.close)
+                except ScopeConflict as conflict:
+                    log.error("%s", conflict)
+                    raise SystemExit(2) from None
+            else:
+                log.warning(
+                    "leader election is off (--leader-elect=false): nothing stops a second mydb-operator "
+                    "instance from acting on the same databases at the same time; make sure only one runs"
+                )
             kopf.run(
                 loop=runner.get_loop(),
                 memo=memo,
@@ -50,12 +48,13 @@ def run_operator(args: argparse.Namespace, config: Config) -> None:
                 # kopf's own default asks the passwd database for the user name,
                 # and the image's numeric user has no entry there. (kopf types it as
                 # its own NewType of str, which it does not export.)
-                identity=cast(Any, default_identity()),
-                liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+                identity=cast(Any, config.identity),
+                liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz" if config.health_port else None,
             )
         finally:
             if lease is not None:
                 lease.release()
+            memo.close()  # Helm's temporary plugins folder: nothing is left behind
             # Closing the loop then closes what kopf left open: its watch streams' generators.
             runner.get_loop().set_exception_handler(_quiet_about_kopf_watch_streams)
 

@@ -18,9 +18,9 @@ def missing_keys(secret: dict[str, Any]) -> list[str]:
     return [key for key in REQUIRED_KEYS if key not in present]
 
 
-def connection_uri(user: str, password: str, host: str) -> str:
-    """To the `postgres` database on the chart's port."""
-    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{names.POSTGRES_PORT}/postgres"
+def connection_uri(user: str, password: str, host: str, port: int = names.POSTGRES_PORT) -> str:
+    """To the `postgres` database on the servers' port (desired/values.postgres_port)."""
+    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/postgres"
 
 
 def new_password() -> str:
@@ -28,8 +28,9 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def credentials_secret(namespace: str, release: str) -> dict[str, Any]:
-    """A new Secret body; its passwords exist only here and in the API server."""
+def credentials_secret(namespace: str, release: str, port: int = names.POSTGRES_PORT) -> dict[str, Any]:
+    """A new Secret body; its passwords exist only here and in the API server. `port`: the servers'
+    (desired/values.postgres_port), which the URIs name."""
     password = new_password()
     read_write = names.service_host(namespace, names.read_write_service(release))
     read_only = names.service_host(namespace, names.read_only_service(release))
@@ -48,7 +49,7 @@ def credentials_secret(namespace: str, release: str) -> dict[str, Any]:
             "replication-username": REPLICATION_USER,
             "replication-password": new_password(),
             # Ready-made connection strings for the read-write and read-only Services.
-            "uri": connection_uri(SUPERUSER, password, read_write),
-            "uri-ro": connection_uri(SUPERUSER, password, read_only),
+            "uri": connection_uri(SUPERUSER, password, read_write, port),
+            "uri-ro": connection_uri(SUPERUSER, password, read_only, port),
         },
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .. import names
@@ -65,10 +66,15 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
     return values
 
 
-def postgres_port(platform: Platform) -> int:
-    """The port the servers listen on: the chart's, unless the platform's values set another."""
-    port = (platform.values.get("postgresql") or {}).get("port")
-    return port if isinstance(port, int) else names.POSTGRES_PORT
+def postgres_port(values: Mapping[str, Any], chart_default: int = names.POSTGRES_PORT) -> int:
+    """The port the servers listen on, from the values Helm gets: postgresql.port, else the chart's default.
+
+    The one rule for the port: status.endpoints, the credentials Secret's URIs and the operator's own
+    connections to the servers all take it from here (through the start-up check's render, which
+    helm/chart_check.py keeps as ChartFit.port). A MyDatabase has no port (its parameters may not set
+    `port`), so only the platform's values and valuePatches move it, for every database alike."""
+    port = (values.get("postgresql") or {}).get("port")
+    return port if isinstance(port, int) and not isinstance(port, bool) else chart_default
 
 
 def owner_value(name: str, uid: str) -> dict[str, str]:

@@ -13,7 +13,6 @@ from typing import Any
 import kopf
 
 from .. import names
-from ..cluster import writes
 from ..cluster.failures import API_FAILURES, failure_detail
 from ..helm.errors import HelmError
 from ..policy.deletion import deletion_plan, owned_by
@@ -40,27 +39,28 @@ async def delete_database(
             await memo.wakeups.wait_gone((namespace, name))
     except TimeoutError:
         log.warning("%s/%s: a reconcile still runs after %.0fs; deleting anyway", namespace, name, DAEMON_EXIT_SECONDS)
+    api = memo.runtime.api
     plan = deletion_plan(dict(spec))
     observed = memo.runtime.children.observation(namespace, name)
     collected = owned_by(observed.statefulset if observed else None, meta.get("uid") or "")
     claims: list[str] = []
     try:
-        await writes.patch_status(namespace, name, {"phase": DELETING, "ready": False})
+        await api.patch_status(namespace, name, {"phase": DELETING, "ready": False})
         if collected:
-            await writes.delete_release_records(namespace, name)
+            await api.delete_release_records(namespace, name)
         else:
             await memo.runtime.helm.uninstall(namespace, name)
         if plan.delete_claims:
             if collected:
                 # Left to the garbage collector, the StatefulSet lives until the MyDatabase is gone and
                 # re-creates a deleted claim for any pod it re-creates: that claim would outlive the database.
-                await writes.delete_statefulset(namespace, name)
-            claims = await writes.delete_claims(namespace, name)
+                await api.delete_statefulset(namespace, name)
+            claims = await api.delete_claims(namespace, name)
             # The record of the primary goes with the data it points into; kept beside retained claims, it
             # tells the same database made again which of them holds the newest data.
-            await writes.delete_record(namespace, name)
+            await api.delete_record(namespace, name)
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete
-            await writes.delete_secret(namespace, names.credentials_secret_name(name))
+            await api.delete_secret(namespace, names.credentials_secret_name(name))
     except HelmError as error:
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     except API_FAILURES as error:

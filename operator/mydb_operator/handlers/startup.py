@@ -62,7 +62,7 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorMemo, **_: An
     def deliver(update: Callable[..., None], *args: Any) -> None:
         loop.call_soon_threadsafe(update, *args)  # the store is touched only from the event loop
 
-    memo.informers[:] = start_informers(runtime.children, list(config.namespaces), deliver=deliver)
+    memo.informers[:] = start_informers(runtime.children, list(config.namespaces), deliver=deliver, api=memo.api)
     scopes: list[str | None] = list(config.namespaces) or [None]
     if not await runtime.children.listed(scopes, FIRST_LISTING_SECONDS):
         log.warning(

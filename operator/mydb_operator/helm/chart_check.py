@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import names
 from ..desired.platform import Platform, PlatformError
-from ..desired.values import database_values, value_keys
+from ..desired.values import database_values, postgres_port, value_keys
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
 from ..model.versions import SUPPORTED_MAJORS
@@ -35,6 +35,9 @@ class ChartFit:
     # The keys of the chart's values.yaml (desired/values.value_keys): values it does not declare are not
     # passed to it.
     value_keys: frozenset[str] = frozenset()
+    # The servers' port in the values the operator renders (desired/values.postgres_port: the platform's
+    # postgresql.port, else the chart's default): status.endpoints, the Secret's URIs and the probes use it.
+    port: int = names.POSTGRES_PORT
 
     @property
     def owns_children(self) -> bool:
@@ -84,6 +87,24 @@ def missing_objects(objects: list[dict[str, Any]], release: str) -> list[str]:
     return problems
 
 
+def port_problems(objects: list[dict[str, Any]], release: str, port: int) -> list[str]:
+    """The release's Services must serve the port the operator will name (status.endpoints, the Secret's
+    URIs): one a platform's own chart or an object patch moved elsewhere would make both wrong. Pure."""
+    problems = []
+    for service in names.release_services(release):
+        found = next(
+            (o for o in objects if (o.get("kind"), (o.get("metadata") or {}).get("name")) == ("Service", service)),
+            None,
+        )
+        ports = [p.get("port") for p in ((found or {}).get("spec") or {}).get("ports") or []]
+        if found is not None and port not in ports:
+            problems.append(
+                f"the Service {service} serves port(s) {', '.join(map(str, ports)) or 'none'}, not "
+                f"postgresql.port {port} as the values give it"
+            )
+    return problems
+
+
 async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
     """Render the chart for every supported major, with backups and restore on (and the owner, when the
     chart takes one); say what is wrong and which objects would not be owned."""
@@ -92,6 +113,7 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
     problems: list[str] = []
     unowned: set[str] = set()
     pod_management = "OrderedReady"  # Kubernetes' default when the chart does not say
+    port = postgres_port(defaults)  # the chart's own default, unless the values (the platform's) set one
     for major in SUPPORTED_MAJORS:
         spec = parse_spec(
             {
@@ -114,6 +136,8 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
             problems.append(f"version {major}.x: {error}")
             continue
         problems += [f"version {major}.x: {problem}" for problem in missing_objects(objects, PROBE)]
+        port = postgres_port(values, postgres_port(defaults))
+        problems += [f"version {major}.x: {problem}" for problem in port_problems(objects, PROBE, port)]
         sts = next(
             (o for o in objects if (o.get("kind"), (o.get("metadata") or {}).get("name")) == ("StatefulSet", PROBE)),
             None,
@@ -121,4 +145,4 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
         pod_management = ((sts or {}).get("spec") or {}).get("podManagementPolicy") or pod_management
         if takes_owner:
             unowned.update(unowned_objects(objects, PROBE_UID))
-    return ChartFit(problems, takes_owner, sorted(unowned), pod_management, value_keys(defaults))
+    return ChartFit(problems, takes_owner, sorted(unowned), pod_management, value_keys(defaults), port)

@@ -10,7 +10,6 @@ templated and upgraded the same way.
 from __future__ import annotations
 
 import atexit
-import os
 import re
 import shutil
 import subprocess
@@ -27,8 +26,6 @@ OCI_SCHEME = "oci://"
 _HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 OCI_REFERENCE = re.compile(rf"{_HOST}(?:/{_COMPONENT})+")
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("", "0", "false", "no", "off")
 PULL_TIMEOUT_SECONDS = 120.0
 
 
@@ -70,25 +67,10 @@ def chart_name(reference: str) -> str:
     return last
 
 
-def parse_flag(name: str, text: str) -> bool:
-    """A boolean environment variable: 1/true/yes/on or 0/false/no/off (any case), empty is false. Pure."""
-    word = text.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ChartSourceError(f"{name}={text!r}: expected 1/true or 0/false")
-
-
-def from_settings(
-    chart: str | None, version: str | None, plain_http: bool | None, environ: Mapping[str, str], default: Path
-) -> ChartSource:
-    """The chart source from the command line, else MYDB_CHART_DIR / MYDB_CHART_VERSION /
-    MYDB_CHART_PLAIN_HTTP, else the bundled chart directory. Pure."""
-    location = chart or environ.get("MYDB_CHART_DIR") or str(default)
-    version = (version or environ.get("MYDB_CHART_VERSION") or "").strip() or None
-    if plain_http is None:
-        plain_http = parse_flag("MYDB_CHART_PLAIN_HTTP", environ.get("MYDB_CHART_PLAIN_HTTP", ""))
+def from_settings(location: str, version: str | None, plain_http: bool) -> ChartSource:
+    """The chart source the settings name (commands/settings.py resolved the flags and MYDB_CHART_DIR /
+    MYDB_CHART_VERSION / MYDB_CHART_PLAIN_HTTP): checked, not yet pulled. Pure."""
+    version = (version or "").strip() or None
     if not is_oci(location):
         if version is not None:
             raise ChartSourceError(
@@ -116,8 +98,10 @@ def cache_root(environ: Mapping[str, str]) -> Path | None:
     return Path(helm_cache) / "mydb-operator-charts" if helm_cache else None
 
 
-def fetch(source: ChartSource, helm: str, environ: Mapping[str, str] = os.environ) -> Path:
-    """Pull the chart once into a fresh directory (removed when the process exits); return the chart's directory."""
+def fetch(source: ChartSource, helm: str, environ: Mapping[str, str]) -> Path:
+    """Pull the chart once into a fresh directory (removed when the process exits); return the chart's directory.
+
+    `environ`: helm's environment (the settings' `environment`); HELM_CACHE_HOME there says where."""
     failure = f"cannot pull the chart {source.location} version {source.version}"
     root = cache_root(environ)
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", f"{chart_name(source.location)}-{source.version}")
@@ -146,8 +130,3 @@ def fetch(source: ChartSource, helm: str, environ: Mapping[str, str] = os.enviro
     if len(charts) != 1:
         raise ChartSourceError(f"{failure}: helm pull left no single chart in {into}")
     return charts[0]
-
-
-def local_chart(source: ChartSource, helm: str, environ: Mapping[str, str] = os.environ) -> Path:
-    """The chart as a directory: the one given, or the OCI chart pulled once."""
-    return fetch(source, helm, environ) if source.is_oci else Path(source.location)

@@ -1,13 +1,18 @@
-"""pyhelm3's Command, plus the flags it lacks: the post-renderer, and no client-side OpenAPI check."""
+"""pyhelm3's Command, plus what it lacks: an explicit environment for Helm, the post-renderer, and no
+client-side OpenAPI check."""
 
 from __future__ import annotations
 
+import asyncio
+import shlex
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyhelm3
 from pyhelm3 import errors as helm_errors
+from pyhelm3.command import CHART_NOT_FOUND, CONNECTION_ERROR
 
 from .errors import HelmError
 
@@ -19,25 +24,26 @@ SKIP_CLIENT_VALIDATION = "--disable-openapi-validation"
 
 
 class OperatorCommand(pyhelm3.Command):
-    """pyhelm3's Command, plus the flags it lacks: Helm's --post-renderer on the commands
-    that render, and no client-side OpenAPI validation on upgrade."""
+    """pyhelm3's Command, plus what it lacks: Helm runs in the environment it is given (pyhelm3's
+    own would inherit the operator's), Helm's --post-renderer on the commands that render, and no
+    client-side OpenAPI validation on upgrade."""
 
-    def __init__(self, *, post_renderer: tuple[str, str] | None, **kwargs: Any):
+    def __init__(self, *, post_renderer: tuple[str, str] | None, environment: Mapping[str, str], **kwargs: Any):
         super().__init__(**kwargs)
         self._post_renderer = post_renderer
+        self.environment = dict(environment)
 
     async def run(self, command: list[str], input: bytes | None = None) -> bytes:  # noqa: A002 (pyhelm3's name)
         verb = command[0] if command else ""
         if verb == "upgrade":
             command = [*command, SKIP_CLIENT_VALIDATION]
         if not (self._post_renderer and verb in ("upgrade", "template")):
-            output: bytes = await super().run(command, input)
-            return output
+            return await self._helm(command, input)
         name, config = self._post_renderer
         with tempfile.TemporaryDirectory(prefix="mydb-postrender-") as scratch:
             reason = Path(scratch) / "error"
             try:
-                rendered: bytes = await super().run(
+                return await self._helm(
                     [
                         *command,
                         "--post-renderer",
@@ -49,9 +55,79 @@ class OperatorCommand(pyhelm3.Command):
                     ],
                     input,
                 )
-                return rendered
             except helm_errors.Error:
                 # Helm reports only "plugin exited with error"; the plugin left the reason here.
                 if reason.exists():
                     raise HelmError(f"platform objectPatches: {reason.read_text()}") from None
                 raise
+
+    async def _helm(self, command: list[str], input: bytes | None) -> bytes:  # noqa: A002 (pyhelm3's name)
+        """pyhelm3 0.5's Command.run, with one change: the subprocess gets `self.environment`, not a copy
+        of os.environ. Same shell command, log lines, cancellation and error classes."""
+        argv: list[Any] = [self._executable, *command]
+        if self._kubeconfig:
+            argv.extend(["--kubeconfig", self._kubeconfig])
+        if self._kubecontext:
+            argv.extend(["--kube-context", self._kubecontext])
+        if self._kubeapiserver:
+            argv.extend(["--kube-apiserver", self._kubeapiserver])
+        if self._kubetoken:
+            argv.extend(["--kube-token", self._kubetoken])
+        if self._insecure_skip_tls_verify:
+            argv.append("--kube-insecure-skip-tls-verify")
+        shell_command = shlex.join(str(part) for part in argv)
+        logged = shlex.join(_logged(str(part)) for part in argv)
+        self._logger.info("running command: %s", logged)
+        process = await asyncio.create_subprocess_shell(
+            shell_command,
+            stdin=asyncio.subprocess.PIPE if input is not None else None,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.environment,
+        )
+        try:
+            stdout, stderr = await process.communicate(input)
+        except asyncio.CancelledError:
+            # Cancelled: stop Helm, let it exit, then cancel on.
+            try:
+                process.terminate()
+                await process.communicate()
+            except ProcessLookupError:
+                pass
+            raise
+        if process.returncode == 0:
+            self._logger.info("command succeeded: %s", logged)
+            return stdout
+        self._logger.warning("command failed: %s", logged)
+        raise failure(process.returncode or 1, stdout, stderr)
+
+
+def _logged(argument: str) -> str:
+    """An argument as pyhelm3 logs it: stdin and multi-line values (a values file's text) by name. Pure."""
+    if argument == "-":
+        return "<stdin>"
+    return "<multi-line string>" if "\n" in argument else argument
+
+
+def failure(returncode: int, stdout: bytes, stderr: bytes) -> helm_errors.Error:
+    """The pyhelm3 error class for what Helm printed, as pyhelm3 0.5's Command.run picks it (its Client
+    catches ReleaseNotFoundError, for one). Pure."""
+    said = stderr.decode().lower()
+    error_class: type[helm_errors.Error] = helm_errors.Error
+    if "context canceled" in said:
+        error_class = helm_errors.CommandCancelledError
+    elif "etcdserver" in said:  # before the not-found rules: it may come with one
+        error_class = helm_errors.ConnectionError
+    elif "release: not found" in said:
+        error_class = helm_errors.ReleaseNotFoundError
+    elif "failed to render chart" in said or "execution error" in said:
+        error_class = helm_errors.FailedToRenderChartError
+    elif "rendered manifests contain a resource that already exists" in said:
+        error_class = helm_errors.ResourceAlreadyExistsError
+    elif "is invalid" in said:
+        error_class = helm_errors.InvalidResourceError
+    elif CHART_NOT_FOUND.search(said) is not None:
+        error_class = helm_errors.ChartNotFoundError
+    elif CONNECTION_ERROR.search(said) is not None:
+        error_class = helm_errors.ConnectionError
+    return error_class(returncode, stdout, stderr)

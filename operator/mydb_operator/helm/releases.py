@@ -7,8 +7,10 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, cast
 
 import pyhelm3
@@ -30,6 +32,8 @@ HELM_DRIVER = "configmap"
 # less CPU per install at no memory cost (a lazier collector, GOGC=200, saved 15-20 % but cost
 # 6 MB per run: docs/benchmarks.md, round 6). The operator's environment wins.
 GO_RUNTIME = {"GOMAXPROCS": "1"}
+# Helm's variable that names its plugins folder: the operator's own, when it has a post-renderer.
+PLUGINS_VARIABLE = "HELM_PLUGINS"
 # What Helm says of a release a killed run left half-done: pending-install/upgrade/rollback,
 # or "uninstalling" (a recovery of a pending install was itself killed).
 LEFT_HALF_DONE = ("another operation (install/upgrade/rollback) is in progress", "has no deployed releases")
@@ -43,13 +47,25 @@ class AppliedRelease:
     chart: str
 
 
+def helm_environment(environment: Mapping[str, str], plugins: Path | None) -> dict[str, str]:
+    """What every Helm run gets: the given environment (the operator's, from its settings) over the
+    operator's defaults for Helm (HELM_DRIVER, GOMAXPROCS), and the operator's plugins folder if any. Pure."""
+    defaults = {"HELM_DRIVER": HELM_DRIVER, **GO_RUNTIME}
+    plugin = {PLUGINS_VARIABLE: str(plugins)} if plugins is not None else {}
+    return {**defaults, **environment, **plugin}
+
+
 class Helm:
-    """Helm for every database: one chart (loaded once), one digest, at most `max_parallel` runs at a time."""
+    """Helm for every database: one chart (loaded once), one digest, at most `max_parallel` runs at a time.
+
+    Helm runs in the environment given (never the operator's os.environ, which stays as it was). With
+    a post-renderer it holds a temporary plugins folder: close() it (or use it as a context manager)."""
 
     def __init__(
         self,
         chart_dir: Path,
         *,
+        environment: Mapping[str, str],
         executable: str = "helm",
         history_max: int = 5,
         timeout: str = "2m",
@@ -57,25 +73,27 @@ class Helm:
         platform_config: Path | None = None,
         post_render: bool = False,
     ):
-        os.environ.setdefault("HELM_DRIVER", HELM_DRIVER)
-        for variable, value in GO_RUNTIME.items():
-            os.environ.setdefault(variable, value)
-        if not shutil.which(executable):
+        if not shutil.which(executable, path=environment.get("PATH", os.defpath)):
             raise HelmError(f"no helm executable {executable!r} (set MYDB_HELM or --helm)")
         if not (chart_dir / "Chart.yaml").is_file():
             raise HelmError(f"no chart at {chart_dir} (set MYDB_CHART_DIR or --chart)")
         self.chart_dir = chart_dir
-        post_renderer = None
-        if post_render and platform_config is not None:
-            # Helm 4 post-renderers are plugins: a private plugin folder holds ours.
-            plugins = Path(tempfile.mkdtemp(prefix="mydb-helm-plugins-"))
-            postrender.write_plugin(plugins)
-            os.environ["HELM_PLUGINS"] = str(plugins)
-            post_renderer = (postrender.PLUGIN_NAME, str(Path(platform_config).resolve()))
         # A changed chart or platform config changes the hash of every release: Helm runs again.
         self.digest = chart_digest(chart_dir, platform_config if post_render else None)
+        self.plugins: Path | None = None
+        post_renderer = None
+        if post_render and platform_config is not None:
+            # Helm 4 post-renderers are plugins: a private plugin folder holds ours, removed by close().
+            self.plugins = Path(tempfile.mkdtemp(prefix="mydb-helm-plugins-"))
+            try:
+                postrender.write_plugin(self.plugins)
+            except BaseException:
+                self.close()
+                raise
+            post_renderer = (postrender.PLUGIN_NAME, str(Path(platform_config).resolve()))
         self.command = OperatorCommand(
             post_renderer=post_renderer,
+            environment=helm_environment(environment, self.plugins),
             executable=executable,
             history_max_revisions=history_max,
             default_timeout=timeout,
@@ -88,6 +106,20 @@ class Helm:
         # queue instead of starving the API server on a small machine.
         self.max_parallel = max_parallel
         self._slots = asyncio.Semaphore(max_parallel)
+
+    def close(self) -> None:
+        """Remove the temporary plugins folder, if any; Helm must not run afterwards. Idempotent."""
+        if self.plugins is not None:
+            shutil.rmtree(self.plugins, ignore_errors=True)
+            self.plugins = None
+
+    def __enter__(self) -> Helm:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
 
     async def chart(self) -> pyhelm3.Chart:
         async with self._chart_lock:  # hundreds of first reconciles at once load it once

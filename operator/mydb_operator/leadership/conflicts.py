@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from kubernetes import client
+from typing import Any
 
 from .. import names
+from ..model.timestamps import parse_time
 from .scopes import ALL_NAMESPACES, describe_scope, scopes_overlap
 
 
@@ -34,20 +34,21 @@ class LeaseView:
         return self.renewed + datetime.timedelta(seconds=self.duration) >= now
 
 
-def lease_view(lease: client.V1Lease) -> LeaseView:
-    metadata = lease.metadata or client.V1ObjectMeta()
-    spec = lease.spec or client.V1LeaseSpec()
+def lease_view(lease: dict[str, Any]) -> LeaseView:
+    """One Lease as the API's JSON shows it (renewTime in RFC 3339 with microseconds)."""
+    metadata = lease.get("metadata") or {}
+    spec = lease.get("spec") or {}
     return LeaseView(
-        namespace=metadata.namespace or "",
-        name=metadata.name or "",
-        holder=spec.holder_identity or None,
-        renewed=spec.renew_time,
-        duration=spec.lease_duration_seconds or 0,
-        scope=(metadata.annotations or {}).get(names.OPERATOR_SCOPE_ANNOTATION) or ALL_NAMESPACES,
+        namespace=metadata.get("namespace") or "",
+        name=metadata.get("name") or "",
+        holder=spec.get("holderIdentity") or None,
+        renewed=parse_time(spec.get("renewTime")),
+        duration=spec.get("leaseDurationSeconds") or 0,
+        scope=(metadata.get("annotations") or {}).get(names.OPERATOR_SCOPE_ANNOTATION) or ALL_NAMESPACES,
     )
 
 
-def expired(lease: client.V1Lease, now: datetime.datetime) -> bool:
+def expired(lease: dict[str, Any], now: datetime.datetime) -> bool:
     """A Lease nobody renewed for its whole duration is free to take."""
     return not lease_view(lease).live(now)
 

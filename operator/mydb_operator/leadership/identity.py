@@ -8,8 +8,9 @@ import socket
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
-def default_identity() -> str:
-    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+def default_identity(pod_name: str | None) -> str:
+    """The pod's name (POD_NAME, read by commands/settings.py), else this host and process."""
+    return pod_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def choose_lease_namespace(
@@ -19,14 +20,14 @@ def choose_lease_namespace(
     return pod_namespace or service_account_namespace or kubeconfig_namespace or "default"
 
 
-def default_namespace() -> str:
-    """POD_NAMESPACE, else the pod's service-account namespace, else the current kubeconfig context's."""
+def default_namespace(pod_namespace: str | None) -> str:
+    """The pod's namespace (POD_NAMESPACE or --leader-lease-namespace, resolved by commands/settings.py),
+    else the pod's service-account namespace, else the current kubeconfig context's."""
     try:
         with open(SERVICE_ACCOUNT_NAMESPACE) as file:
             service_account_namespace: str | None = file.read().strip()
     except OSError:
         service_account_namespace = None
-    pod_namespace = os.environ.get("POD_NAMESPACE")
     return choose_lease_namespace(
         pod_namespace,
         service_account_namespace,

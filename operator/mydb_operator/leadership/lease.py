@@ -1,4 +1,8 @@
-"""The election itself: take, renew and release the Lease; refuse to start beside an overlapping instance."""
+"""The election itself: take, renew and release the Lease; refuse to start beside an overlapping instance.
+
+The Lease is read and written by URL path on a connection of its own, taken from the
+API port's adapter (cluster/clients.Connection, as the informers take theirs): plain
+JSON, none of the client's generated classes (clients.py says what they cost)."""
 
 from __future__ import annotations
 
@@ -7,29 +11,39 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-import urllib3
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from .. import names
+from ..cluster.blocking import tolerating
+from ..cluster.clients import Connection
+from ..cluster.failures import API_FAILURES
+from ..cluster.resources import LEASES
+from ..model.timestamps import micro_time
 from .conflicts import LeaseView, ScopeConflict, conflict_message, conflicting_lease, expired, lease_view
 from .scopes import ALL_NAMESPACES
 
+Lease = dict[str, Any]  # a coordination.k8s.io/v1 Lease, as the API's JSON
+
 log = logging.getLogger(__name__)
-# What a failed call to the API server raises: urllib3's errors (connection
-# refused, timeout) reach the caller unwrapped by the kubernetes client.
-API_ERRORS = (ApiException, OSError, urllib3.exceptions.HTTPError)
 
 
 class LeaderLease:
-    def __init__(self, namespace: str, name: str, identity: str, duration: int = 15, scope: str = ALL_NAMESPACES):
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        identity: str,
+        connection: Connection,
+        duration: int = 15,
+        scope: str = ALL_NAMESPACES,
+    ):
         self.namespace, self.name, self.identity, self.duration = namespace, name, identity, duration
         self.scope = scope
         self.holder: str | None = None  # as last read: the standby says whom it waits for
-        api_client = client.ApiClient()
-        api_client.user_agent = names.USER_AGENT
-        self.api = client.CoordinationV1Api(api_client)
+        self.connection = connection
+        self.path = LEASES.path(namespace, name)
         # A hung call must not stall the renewal past the Lease's duration.
         self.request_timeout = max(2.0, duration / 3)
         self._warned_unchecked = False
@@ -37,53 +51,50 @@ class LeaderLease:
         self._renewing = threading.Lock()
         self._released = False
 
-    def _spec(self, acquired: datetime.datetime | None) -> client.V1LeaseSpec:
-        now = _now()
-        return client.V1LeaseSpec(
-            holder_identity=self.identity,
-            lease_duration_seconds=self.duration,
-            acquire_time=acquired or now,
-            renew_time=now,
-        )
+    def _spec(self, acquired: str | None) -> dict[str, Any]:
+        now = micro_time(_now())
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": self.duration,
+            "acquireTime": acquired or now,
+            "renewTime": now,
+        }
 
-    def _marked(self, metadata: client.V1ObjectMeta) -> client.V1ObjectMeta:
+    def _marked(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """Label the Lease as an operator's and write our scope on it, for the other instances' check."""
-        metadata.labels = {**(metadata.labels or {}), names.OPERATOR_LEASE_LABEL: "true"}
-        metadata.annotations = {**(metadata.annotations or {}), names.OPERATOR_SCOPE_ANNOTATION: self.scope}
+        metadata["labels"] = {**(metadata.get("labels") or {}), names.OPERATOR_LEASE_LABEL: "true"}
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), names.OPERATOR_SCOPE_ANNOTATION: self.scope}
         return metadata
+
+    def _read(self) -> Lease | None:
+        """The Lease as stored, or None when there is none."""
+        with tolerating(404):
+            return self.connection.get(self.path, timeout=self.request_timeout)
+        return None
 
     def try_acquire(self) -> bool:
         """One attempt: take the Lease if it is free, expired or already ours."""
-        try:
-            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            body = client.V1Lease(metadata=self._marked(client.V1ObjectMeta(name=self.name)), spec=self._spec(None))
-            try:
-                self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self.request_timeout)
-            except ApiException as conflict:
-                if conflict.status == 409:  # another replica created it first
-                    return False
-                raise
+        lease = self._read()
+        if lease is None:
+            body = {"metadata": self._marked({"name": self.name}), "spec": self._spec(None)}
+            with tolerating(409):  # another replica created it first
+                self.connection.send("POST", LEASES.path(self.namespace), body, timeout=self.request_timeout)
+                self.holder = self.identity
+                return True
+            return False
+        spec = lease.get("spec") or {}
+        self.holder = spec.get("holderIdentity") or None
+        if spec.get("holderIdentity") != self.identity and not expired(lease, _now()):
+            return False
+        ours = spec.get("holderIdentity") == self.identity
+        lease["spec"] = self._spec(spec.get("acquireTime") if ours else None)
+        lease["metadata"] = self._marked(lease.get("metadata") or {"name": self.name})
+        # The resourceVersion in `lease` makes this a compare-and-swap.
+        with tolerating(409):
+            self.connection.send("PUT", self.path, lease, timeout=self.request_timeout)
             self.holder = self.identity
             return True
-        spec = lease.spec or client.V1LeaseSpec()
-        self.holder = spec.holder_identity or None
-        if spec.holder_identity != self.identity and not expired(lease, _now()):
-            return False
-        ours = spec.holder_identity == self.identity
-        lease.spec = self._spec(spec.acquire_time if ours else None)
-        lease.metadata = self._marked(lease.metadata or client.V1ObjectMeta(name=self.name))
-        try:
-            # The resourceVersion in `lease` makes this a compare-and-swap.
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.request_timeout)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        self.holder = self.identity
-        return True
+        return False
 
     def acquire(self, retry_every: float = 2.0) -> None:
         """Block until this instance leads; log each new holder meanwhile."""
@@ -107,7 +118,7 @@ class LeaderLease:
     def _attempt(self) -> bool:
         try:
             return self.try_acquire()
-        except API_ERRORS as error:
+        except API_FAILURES as error:
             log.warning("Lease %s/%s: %s", self.namespace, self.name, getattr(error, "reason", error))
             return False
 
@@ -129,10 +140,10 @@ class LeaderLease:
         """Every operator Lease in the cluster; None when listing them cluster-wide is forbidden."""
         while True:
             try:
-                listed = self.api.list_lease_for_all_namespaces(
-                    label_selector=f"{names.OPERATOR_LEASE_LABEL}=true", _request_timeout=self.request_timeout
+                listed = self.connection.get(
+                    LEASES.path(), timeout=self.request_timeout, labelSelector=f"{names.OPERATOR_LEASE_LABEL}=true"
                 )
-                return [lease_view(lease) for lease in listed.items]
+                return [lease_view(lease) for lease in listed["items"]]
             except ApiException as error:
                 if error.status == 403:
                     if not self._warned_unchecked:
@@ -144,7 +155,7 @@ class LeaderLease:
                         self._warned_unchecked = True
                     return None
                 log.warning("listing the operator Leases: %s", error.reason)
-            except API_ERRORS as error:
+            except API_FAILURES as error:  # unreachable (an ApiException was answered above)
                 log.warning("listing the operator Leases: %s", error)
             time.sleep(retry_every)
 
@@ -156,15 +167,14 @@ class LeaderLease:
 
     def _hand_over(self) -> None:
         try:
-            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
-            if lease.spec is not None and lease.spec.holder_identity == self.identity:
-                lease.spec.holder_identity = None
-                lease.spec.renew_time = None
-                self.api.replace_namespaced_lease(
-                    self.name, self.namespace, lease, _request_timeout=self.request_timeout
-                )
+            lease = self.connection.get(self.path, timeout=self.request_timeout)
+            spec = lease.get("spec")
+            if spec is not None and spec.get("holderIdentity") == self.identity:
+                spec.pop("holderIdentity", None)
+                spec.pop("renewTime", None)
+                self.connection.send("PUT", self.path, lease, timeout=self.request_timeout)
                 log.info("released the Lease %s/%s", self.namespace, self.name)
-        except API_ERRORS as error:
+        except API_FAILURES as error:
             log.warning(
                 "could not release the Lease %s/%s: %s", self.namespace, self.name, getattr(error, "reason", error)
             )

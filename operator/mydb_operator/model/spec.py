@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,10 +9,17 @@ from typing import Any
 from .cron import check_cron
 from .errors import SpecError
 from .quantity import parse_quantity
+from .retention import RETENTION_DEFAULT, valid_retention
 from .versions import VERSION_PATTERN, major, supported_range
 
 DELETION_RETAIN, DELETION_DELETE = "Retain", "Delete"
-RETENTION_PATTERN = re.compile(r"^[1-9][0-9]*[hdw]$")
+# Bounds and defaults the CRD says too (crds/: minimum, maximum, default, the CEL floor of a size); the
+# chart's values.yaml and values.schema.json repeat some. tests/chart/test_one_source.py holds them equal.
+MIN_REPLICAS, MAX_REPLICAS = 1, 16
+MAX_FAILOVER_DELAY_SECONDS = 3600
+MIN_STORAGE = "1Mi"  # of a data or backup volume
+BACKUP_STORAGE = "10Gi"
+RESTORE_LATEST = "latest"
 # How long the primary may stop serving before a replica takes over (seconds), and how far behind
 # the primary's last known WAL position a replica may be and still be promoted (docs/high-availability.md).
 FAILOVER_DELAY_SECONDS = 3
@@ -23,8 +29,8 @@ MAX_LAG_ON_FAILOVER = "16Mi"
 @dataclass(frozen=True)
 class Backup:
     schedule: str
-    retention: str = "7d"
-    storage: str = "10Gi"
+    retention: str = RETENTION_DEFAULT
+    storage: str = BACKUP_STORAGE
     resources: Mapping[str, Any] = field(default_factory=dict)
     continuous: bool = True  # the WAL archive and base backups, for recovery to a moment
     verify: bool = False  # a verification Job after each new base backup
@@ -33,7 +39,7 @@ class Backup:
 @dataclass(frozen=True)
 class Restore:
     from_database: str
-    backup: str = "latest"
+    backup: str = RESTORE_LATEST
     point_in_time: str = ""  # RFC 3339; empty: the end of the archive (or the dump named)
 
 
@@ -83,8 +89,8 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         hibernate=bool(spec.get("hibernate", False)),
         backup=Backup(
             schedule=_text(backup, "schedule", "backup.schedule"),
-            retention=backup.get("retention") or "7d",
-            storage=str(backup.get("storage") or "10Gi"),
+            retention=_text(backup, "retention", "backup.retention", RETENTION_DEFAULT),
+            storage=_text(backup, "storage", "backup.storage", BACKUP_STORAGE),
             resources=dict(backup.get("resources") or {}),
             continuous=bool(backup.get("continuous", True)),
             verify=bool(backup.get("verify", False)),
@@ -95,7 +101,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         existing_secret=(spec.get("credentials") or {}).get("secretName") or "",
         restore=Restore(
             from_database=_text(restore, "fromDatabase", "restore.fromDatabase"),
-            backup=restore.get("backup") or "latest",
+            backup=restore.get("backup") or RESTORE_LATEST,
             point_in_time=str(restore.get("pointInTime") or ""),
         )
         if restore
@@ -106,7 +112,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         tolerations=tuple(scheduling.get("tolerations") or ()),
         affinity=dict(scheduling.get("affinity") or {}),
         failover_delay=_integer("failoverDelay", spec.get("failoverDelay", FAILOVER_DELAY_SECONDS)),
-        max_lag_on_failover=str(spec.get("maxLagOnFailover") or MAX_LAG_ON_FAILOVER),
+        max_lag_on_failover=_text(spec, "maxLagOnFailover", "maxLagOnFailover", MAX_LAG_ON_FAILOVER),
         synchronous=bool(replication.get("synchronous", False)),
     )
     validate(parsed)
@@ -128,8 +134,11 @@ def _integer(field_path: str, value: Any) -> int:
     return value
 
 
-def _text(section: Mapping[str, Any], key: str, field_path: str) -> str:
+def _text(section: Mapping[str, Any], key: str, field_path: str, default: str | None = None) -> str:
+    """The string at KEY; absent (or null, which the API server prunes before defaulting): DEFAULT, or required."""
     value = section.get(key)
+    if value is None and default is not None:
+        return default
     if value is None:
         raise SpecError(field_path, "is required")
     if not isinstance(value, str):
@@ -139,13 +148,15 @@ def _text(section: Mapping[str, Any], key: str, field_path: str) -> str:
 
 def validate(spec: DatabaseSpec) -> None:
     """Checks repeated from the CRD (for `render` without a cluster) plus what CEL cannot see."""
-    if spec.replicas < 1:
-        raise SpecError("replicas", f"must be at least 1, got {spec.replicas}")
+    if not MIN_REPLICAS <= spec.replicas <= MAX_REPLICAS:
+        raise SpecError("replicas", f"must be {MIN_REPLICAS} to {MAX_REPLICAS}, got {spec.replicas}")
     if not VERSION_PATTERN.match(spec.version):
         raise SpecError("version", f"{spec.version!r} is not a supported PostgreSQL version ({supported_range()})")
     _check_quantity("storage", spec.storage)
-    if spec.failover_delay < 0:
-        raise SpecError("failoverDelay", f"must be 0 or more seconds, got {spec.failover_delay}")
+    if not 0 <= spec.failover_delay <= MAX_FAILOVER_DELAY_SECONDS:
+        raise SpecError(
+            "failoverDelay", f"must be 0 to {MAX_FAILOVER_DELAY_SECONDS} seconds, got {spec.failover_delay}"
+        )
     if lag_limit(spec.max_lag_on_failover) is None:
         raise SpecError("maxLagOnFailover", f"{spec.max_lag_on_failover!r} is not a quantity of bytes such as 16Mi")
     if spec.synchronous and spec.replicas < 2:
@@ -154,7 +165,7 @@ def validate(spec: DatabaseSpec) -> None:
         raise SpecError("deletionPolicy", f"must be Retain or Delete, got {spec.deletion_policy!r}")
     if spec.backup:
         check_cron("backup.schedule", spec.backup.schedule)
-        if not RETENTION_PATTERN.match(spec.backup.retention):
+        if not valid_retention(spec.backup.retention):
             raise SpecError("backup.retention", f"{spec.backup.retention!r} is not like 7d, 12h or 4w")
         _check_quantity("backup.storage", spec.backup.storage)
 
@@ -170,8 +181,8 @@ def lag_limit(text: str) -> int | None:
 
 def _check_quantity(field_path: str, value: str) -> None:
     try:
-        if parse_quantity(value) <= 0:
-            raise SpecError(field_path, f"{value!r} must be larger than zero")
+        if parse_quantity(value) < parse_quantity(MIN_STORAGE):
+            raise SpecError(field_path, f"{value!r} must be at least {MIN_STORAGE}")
     except ValueError as error:
         if isinstance(error, SpecError):
             raise

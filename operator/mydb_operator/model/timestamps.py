@@ -19,3 +19,8 @@ def parse_time(text: str | None) -> datetime | None:
 def rfc3339(moment: datetime) -> str:
     """The API's spelling, to the second."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_time(moment: datetime) -> str:
+    """The API's spelling to the microsecond (a Lease's acquireTime and renewTime: MicroTime)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

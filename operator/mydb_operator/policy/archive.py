@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import names
 from ..model.instances import InstanceFacts, lsn_text
+from ..model.retention import retention_seconds
 from ..model.timestamps import parse_time, rfc3339
 
 # The archive replies every 5 s when there is nothing to write (wal-archive.sh): four missed replies are silence.
@@ -76,9 +77,6 @@ def archive_health(release: str, archive: Mapping[str, Any], now: datetime) -> t
     return None
 
 
-RETENTION_UNITS = {"h": 3600, "d": 86400, "w": 604800}
-
-
 def base_backups(
     known: list[str], last_success: str | None, since: str | None, retention: str, now: datetime
 ) -> list[str]:
@@ -90,5 +88,14 @@ def base_backups(
     times = sorted(set(known))
     if last_success and since and last_success >= since and (not times or last_success > times[-1]):
         times.append(last_success)
-    cutoff = now - timedelta(seconds=int(retention[:-1]) * RETENTION_UNITS[retention[-1]])
+    cutoff = keep_after(retention, now)
     return [t for t in times[:-1] if (parse_time(t) or now) >= cutoff] + times[-1:]
+
+
+def keep_after(retention: str, now: datetime) -> datetime:
+    """prune.sh's cutoff: a backup taken before it goes (unless it is the newest). A retention reaching back
+    before the year 1 (9999999w is one the CRD takes) keeps everything, as in prune.sh's arithmetic."""
+    try:
+        return now - timedelta(seconds=retention_seconds(retention))
+    except OverflowError:
+        return datetime.min.replace(tzinfo=now.tzinfo)

@@ -1,4 +1,7 @@
-"""How long a database waits before its next try after failures in a row. Pure."""
+"""How long to wait before the next try after failures in a row: one policy, doubling up to a ceiling. Pure.
+
+A database's daemon waits 5 s, 10 s, ... up to 300 s (the defaults); an informer whose watch broke
+lists again after 2 s, 4 s, ... up to 30 s (cluster/informers.py). Both count with `Backoff`."""
 
 from __future__ import annotations
 
@@ -7,21 +10,24 @@ from dataclasses import dataclass
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
 
 
-def retry_delay(failures: int) -> float:
-    """5 s, 10 s, 20 s, ... up to 300 s after the 1st, 2nd, 3rd ... failure in a row."""
-    return min(BACKOFF_FIRST * 2.0 ** (failures - 1), BACKOFF_MAX)
+def retry_delay(failures: int, first: float = BACKOFF_FIRST, ceiling: float = BACKOFF_MAX) -> float:
+    """FIRST, twice that, four times ... up to CEILING after the 1st, 2nd, 3rd ... failure in a row
+    (by default 5 s, 10 s, 20 s, ... up to 300 s)."""
+    return min(first * 2.0 ** (failures - 1), ceiling)
 
 
 @dataclass
 class Backoff:
-    """One database's failures in a row: each failure lengthens the wait, a success resets it."""
+    """Failures in a row: each failure lengthens the wait, a success resets it."""
 
     failures: int = 0
+    first: float = BACKOFF_FIRST
+    ceiling: float = BACKOFF_MAX
 
     def failed(self) -> float:
         """Count one more failure; the seconds to wait before the next try."""
         self.failures += 1
-        return retry_delay(self.failures)
+        return retry_delay(self.failures, self.first, self.ceiling)
 
     def succeeded(self) -> None:
         self.failures = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..cluster import writes
+from ..cluster.api import ApiPort
 from ..cluster.failures import API_FAILURES, failure_detail, refused
 from ..helm.errors import HelmError
 from ..model.observation import Observation
@@ -20,11 +20,11 @@ from .runtime import Runtime
 log = logging.getLogger(__name__)
 
 
-async def grow_storage(namespace: str, name: str, size: str, observed: Observation) -> str:
+async def grow_storage(api: ApiPort, namespace: str, name: str, size: str, observed: Observation) -> str:
     """Grow every data claim, then drop the StatefulSet (keeping its pods) so Helm can re-create it."""
     for claim in observed.claims:
-        await writes.grow_claim(namespace, claim["metadata"]["name"], size)
-    await writes.orphan_statefulset(namespace, name)
+        await api.grow_claim(namespace, claim["metadata"]["name"], size)
+    await api.orphan_statefulset(namespace, name)
     return f"growing {len(observed.claims)} claims to {size}; StatefulSet re-created around its running pods"
 
 
@@ -33,19 +33,21 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
     namespace, name, spec = target.namespace, target.name, target.spec
     outcome = decision.unchanged(target, observed)
     secret_created: str | None = None
-    blocker = await missing_prerequisite(namespace, spec, observed, first_install=not target.applied)
+    blocker = await missing_prerequisite(runtime.api, namespace, spec, observed, first_install=not target.applied)
     if blocker is None:
-        secret_created, blocker = await ensure_credentials(namespace, name, spec, first_install=not target.applied)
+        secret_created, blocker = await ensure_credentials(
+            runtime.api, namespace, name, spec, first_install=not target.applied, port=runtime.port
+        )
     if blocker is not None:
         outcome.problem = blocker
         return outcome
     if decision.storage.grow or decision.recreate:
         try:
             if decision.storage.grow:
-                told = await grow_storage(namespace, name, spec.storage, observed)
+                told = await grow_storage(runtime.api, namespace, name, spec.storage, observed)
                 outcome.events.append(("Normal", "Resizing", told))
             else:
-                await writes.orphan_statefulset(namespace, name)
+                await runtime.api.orphan_statefulset(namespace, name)
                 log.info(
                     "%s/%s: StatefulSet re-created around its running pods: %s", namespace, name, decision.recreate
                 )

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from ..cluster import reads
 from ..model.observation import Observation
 from ..model.spec import DatabaseSpec
 from ..policy.drift import missing_child
 from ..telemetry import metrics
 from .runtime import Runtime
-
-CATCH_UP_SECONDS = 3.0  # how long the cache may take to show what Helm applied before the API is read
 
 
 def from_cache(namespace: str, name: str, runtime: Runtime) -> Observation | None:
@@ -22,7 +19,7 @@ def from_cache(namespace: str, name: str, runtime: Runtime) -> Observation | Non
 
 async def observe_fresh(namespace: str, name: str, runtime: Runtime) -> Observation:
     """From the API, for decisions that act; the cache then waits to catch up with what it saw."""
-    observed = await reads.observation(namespace, name)
+    observed = await runtime.api.observation(namespace, name)
     metrics.OBSERVATIONS.labels("api").inc()
     runtime.children.await_statefulset(namespace, name, observed.statefulset)
     return observed
@@ -31,9 +28,9 @@ async def observe_fresh(namespace: str, name: str, runtime: Runtime) -> Observat
 async def observe_after_helm(namespace: str, name: str, spec: DatabaseSpec, runtime: Runtime) -> Observation:
     """What Helm just applied, for the status: one read of the StatefulSet, then the cache once
     it shows that version and every object of the release (the whole API read if it lags)."""
-    runtime.children.await_statefulset(namespace, name, await reads.read_statefulset(namespace, name))
+    runtime.children.await_statefulset(namespace, name, await runtime.api.read_statefulset(namespace, name))
     observed = await runtime.children.caught_up(
-        namespace, name, lambda s: missing_child(spec, s, name) is None, CATCH_UP_SECONDS
+        namespace, name, lambda s: missing_child(spec, s, name) is None, runtime.catch_up_seconds
     )
     if observed is None:
         return await observe_fresh(namespace, name, runtime)

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from .. import names
-from ..cluster import reads, writes
+from ..cluster.api import ApiPort
 from ..cluster.failures import API_FAILURES, failure_detail, refused
 from ..desired.backup_job import on_demand_job, verification_job
 from ..model.observation import Observation
@@ -19,6 +19,7 @@ FIRST_JOB = "firstBackupJob"  # status.backup: the Job of a new database's first
 
 
 async def backup_on_demand(
+    api: ApiPort,
     namespace: str,
     name: str,
     annotations: dict[str, str],
@@ -34,7 +35,7 @@ async def backup_on_demand(
     token = requested(annotations, previous)
     if token is None:
         if observed.cronjob is not None and first_backup_due(continuous, previous):
-            return await first_backup(namespace, name, earlier)
+            return await first_backup(api, namespace, name, earlier)
         return earlier, []
     if observed.cronjob is None:
         return {"lastOnDemandRequest": token}, [
@@ -42,11 +43,11 @@ async def backup_on_demand(
         ]
     try:
         # The cache keeps only the CronJob's schedule and status: its Job template is read now.
-        cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+        cronjob = await api.read_cronjob(namespace, names.backup_cronjob(name))
         if cronjob is None:  # deleted since: Helm puts it back, and the next pass answers the request
             return earlier, []
         job = on_demand_job(cronjob, name, token)
-        await writes.create_job_once(job)
+        await api.create_job_once(job)
     except API_FAILURES as error:
         if refused(error):  # a quota or a policy: answered, once; a new annotation value asks again
             return {"lastOnDemandRequest": token}, [
@@ -62,14 +63,16 @@ async def backup_on_demand(
     )
 
 
-async def first_backup(namespace: str, name: str, earlier: dict[str, str]) -> tuple[dict[str, str], list[Event]]:
+async def first_backup(
+    api: ApiPort, namespace: str, name: str, earlier: dict[str, str]
+) -> tuple[dict[str, str], list[Event]]:
     """The first base backup of a new database's archive, as one Job from the CronJob (kept once made)."""
     try:
-        cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+        cronjob = await api.read_cronjob(namespace, names.backup_cronjob(name))
         if cronjob is None:
             return earlier, []
         job = on_demand_job(cronjob, name, "first", names.first_base_backup_job(name))
-        await writes.create_job_once(job)
+        await api.create_job_once(job)
     except API_FAILURES as error:  # tried again on the next pass; never a reason to fail this one
         log.warning("%s/%s: the first base backup waits: %s", namespace, name, failure_detail(error))
         return earlier, []
@@ -82,6 +85,7 @@ async def first_backup(namespace: str, name: str, earlier: dict[str, str]) -> tu
 
 
 async def verify_on_demand(
+    api: ApiPort,
     namespace: str,
     name: str,
     annotations: dict[str, str],
@@ -102,7 +106,7 @@ async def verify_on_demand(
         backup_job = verification_due(verify_each, previous)
         if backup_job is None or observed.cronjob is None:
             return earlier, []
-        made, events = await start_verification(namespace, name, backup_job, scratch, f"after {backup_job}")
+        made, events = await start_verification(api, namespace, name, backup_job, scratch, f"after {backup_job}")
         if made is None:
             return earlier, events
         return {**earlier, "lastVerificationJob": made, "lastVerifiedBackup": backup_job}, events
@@ -110,22 +114,22 @@ async def verify_on_demand(
         return {**earlier, "lastVerificationRequest": token}, [
             ("Warning", "BackupNotConfigured", f"verify-backup={token} ignored: spec.backup is not set")
         ]
-    made, events = await start_verification(namespace, name, token, scratch, f"verify-backup={token}")
+    made, events = await start_verification(api, namespace, name, token, scratch, f"verify-backup={token}")
     if made is None:  # refused (a quota, a policy): answered, once; unreachable: the request stays open
         return ({**earlier, "lastVerificationRequest": token} if events else earlier), events
     return {**earlier, "lastVerificationRequest": token, "lastVerificationJob": made}, events
 
 
 async def start_verification(
-    namespace: str, name: str, token: str, scratch: str, why: str
+    api: ApiPort, namespace: str, name: str, token: str, scratch: str, why: str
 ) -> tuple[str | None, list[Event]]:
     """One verification Job from the CronJob's template (made once per token): its name, or None and why not."""
     try:
-        cronjob = await reads.read_cronjob(namespace, names.backup_cronjob(name))
+        cronjob = await api.read_cronjob(namespace, names.backup_cronjob(name))
         if cronjob is None:
             return None, []
         job = verification_job(cronjob, name, token, scratch)
-        await writes.create_job_once(job)
+        await api.create_job_once(job)
     except API_FAILURES as error:
         if refused(error):
             return None, [("Warning", "BackupRequestFailed", f"{why}: {failure_detail(error)}")]

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec, parse_spec
-from ..status.build import build_status
+from ..status.build import Happened, Wanted, build_status
 from ..status.phases import DEPLOYING, PENDING
 from ..status.primary import PrimaryView
 from ..status.problem import Problem
@@ -47,30 +47,25 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     outcome.retry_soon = topology.failed
     continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
     on_demand, backup_events = await backup_on_demand(
-        namespace, name, annotations, previous, outcome.observed, continuous
+        runtime.api, namespace, name, annotations, previous, outcome.observed, continuous
     )
     scratch = spec.storage if spec is not None else "1Gi"
     verify_each = continuous and spec is not None and spec.backup is not None and spec.backup.verify
     verifying, verify_events = await verify_on_demand(
-        namespace, name, annotations, previous, outcome.observed, scratch, verify_each
+        runtime.api, namespace, name, annotations, previous, outcome.observed, scratch, verify_each
     )
     on_demand.update(verifying)
     outcome.events += backup_events + verify_events
-    outcome.status = build_status(
-        release=name,
-        namespace=namespace,
-        generation=generation,
-        spec=spec,
+    happened = Happened(
         observation=outcome.observed,
         applied=outcome.applied,
         problem=outcome.problem,
-        previous=previous,
-        now=now(),
         operation=outcome.operation,
         storage_blocked=outcome.storage_blocked,
         on_demand=on_demand,
         primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
     )
+    outcome.status = build_status(Wanted(name, namespace, generation, spec, runtime.port), happened, previous, now())
     outcome.events += warnings_for(previous, outcome.status)
     if outcome.status.get("phase") not in (PENDING, DEPLOYING):  # up, hibernated or failed: its turn is over
         runtime.rollouts.leave((namespace, name))

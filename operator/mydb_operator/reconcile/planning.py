@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster import reads
+from ..cluster.api import ApiPort
 from ..desired.platform import PlatformError
 from ..desired.values import database_values, release_hash
 from ..model.errors import SpecError
@@ -50,15 +50,15 @@ class Decision:
         )
 
 
-async def expansion_allowed(spec: DatabaseSpec, observed: Observation) -> bool | None:
+async def expansion_allowed(api: ApiPort, spec: DatabaseSpec, observed: Observation) -> bool | None:
     """Whether the data claims' StorageClass allows expansion (None: no such class)."""
     class_name = next((c["spec"].get("storageClassName") for c in observed.claims), None) or spec.storage_class_name
-    storage_class = await (reads.storage_class(class_name) if class_name else reads.default_storage_class())
+    storage_class = await (api.storage_class(class_name) if class_name else api.default_storage_class())
     return None if storage_class is None else bool(storage_class.get("allowVolumeExpansion"))
 
 
 async def plan_changes(
-    release: str, spec: DatabaseSpec, observed: Observation
+    api: ApiPort, release: str, spec: DatabaseSpec, observed: Observation
 ) -> tuple[DatabaseSpec, StoragePlan, str | None]:
     """The spec Helm may apply now, the storage plan, and why the version was held back.
 
@@ -72,7 +72,7 @@ async def plan_changes(
     if keeps is not None:
         effective = dataclasses.replace(effective, replicas=keeps)
     template_size = claim_template_size(observed.statefulset)
-    allowed = await expansion_allowed(spec, observed) if template_size and template_size != spec.storage else None
+    allowed = await expansion_allowed(api, spec, observed) if template_size and template_size != spec.storage else None
     plan = storage_plan(spec, template_size, allowed)
     return dataclasses.replace(effective, storage=plan.chart_size), plan, refusal
 
@@ -80,7 +80,7 @@ async def plan_changes(
 async def decide(target: Target, observed: Observation, runtime: Runtime) -> Decision:
     """Why Helm must run for `target` as `observed` (None: it need not), with the values it would apply."""
     name, applied = target.name, target.applied
-    effective, storage, refusal = await plan_changes(name, target.spec, observed)
+    effective, storage, refusal = await plan_changes(runtime.api, name, target.spec, observed)
     decision = Decision(
         effective=effective,
         storage=storage,

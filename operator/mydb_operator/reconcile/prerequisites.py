@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import names
-from ..cluster import reads, writes
+from ..cluster.api import ApiPort
 from ..desired.credentials import credentials_secret, missing_keys
 from ..model.observation import Observation
 from ..model.spec import DatabaseSpec
@@ -11,16 +11,16 @@ from ..status.problem import Problem
 
 
 async def missing_prerequisite(
-    namespace: str, spec: DatabaseSpec, observed: Observation, first_install: bool
+    api: ApiPort, namespace: str, spec: DatabaseSpec, observed: Observation, first_install: bool
 ) -> Problem | None:
     """What Helm would not notice but the pods would: a missing StorageClass or restore source."""
-    if spec.storage_class_name and not observed.claims and await reads.storage_class(spec.storage_class_name) is None:
+    if spec.storage_class_name and not observed.claims and await api.storage_class(spec.storage_class_name) is None:
         # Helm would succeed and leave every pod Pending on an unbindable claim.
         return Problem(
             "StorageClassNotFound", f"spec.storageClassName: StorageClass {spec.storage_class_name} does not exist"
         )
     source = names.backups_claim_name(spec.restore.from_database) if spec.restore else None
-    if source and first_install and not await reads.claim_exists(namespace, source):
+    if source and first_install and not await api.claim_exists(namespace, source):
         return Problem(
             "RestoreSourceMissing", f"spec.restore.fromDatabase: no backups volume {source} in namespace {namespace}"
         )
@@ -28,11 +28,12 @@ async def missing_prerequisite(
 
 
 async def ensure_credentials(
-    namespace: str, name: str, spec: DatabaseSpec, first_install: bool
+    api: ApiPort, namespace: str, name: str, spec: DatabaseSpec, first_install: bool, port: int = names.POSTGRES_PORT
 ) -> tuple[str | None, Problem | None]:
-    """Create the operator's Secret before the first install, or check the user's; (what was created, problem)."""
+    """Create the operator's Secret before the first install, or check the user's; (what was created, problem).
+    `port`: the servers', which the Secret's URIs name."""
     if spec.existing_secret:
-        secret = await reads.read_secret(namespace, spec.existing_secret)
+        secret = await api.read_secret(namespace, spec.existing_secret)
         if secret is None:
             return None, Problem(
                 "CredentialsMissing",
@@ -47,7 +48,7 @@ async def ensure_credentials(
         return None, None
     if not first_install:  # made before the first install; never rotated, never re-made silently
         return None, None
-    body = credentials_secret(namespace, name)
-    if await writes.create_secret_once(body):
+    body = credentials_secret(namespace, name, port)
+    if await api.create_secret_once(body):
         return f"created Secret {body['metadata']['name']} with random passwords", None
     return None, None

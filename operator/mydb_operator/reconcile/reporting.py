@@ -6,7 +6,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster import writes
 from ..status.patch import PROGRESS_HOLD_SECONDS, hold_for, status_patch
 from ..telemetry import metrics
 from .orchestrator import reconcile
@@ -41,7 +40,7 @@ async def reconcile_and_store(body: dict[str, Any], stored: StoredStatus, runtim
         stored.status = previous
         stored.held_since = stored.held_since if stored.held_since is not None else now
     else:
-        await writes.patch_status(namespace, name, patch)
+        await runtime.api.patch_status(namespace, name, patch)
         metrics.STATUS_WRITES.inc()
         stored.status, stored.held_since = outcome.status, None
     metrics.set_phase((namespace, name), outcome.status["phase"])

@@ -7,8 +7,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import names
-from ..cluster import reads
-from ..desired.values import postgres_port
 from ..instances.connection import FAILURES, Login, Server, failure_text
 from ..instances.logins import login_from
 from ..instances.probe import probe_all
@@ -28,14 +26,14 @@ class Servers:
     def __init__(self, namespace: str, name: str, spec: DatabaseSpec | None, runtime: Runtime):
         self.namespace, self.name, self.runtime = namespace, name, runtime
         self.secret = (spec.existing_secret if spec else "") or names.credentials_secret_name(name)
-        self.port = postgres_port(runtime.platform)
+        self.port = runtime.port
 
     async def login(self) -> Login | None:
         key = (self.namespace, self.secret)
         known = self.runtime.logins.get(key)
         if known is not None:
             return known
-        secret = await reads.read_secret(self.namespace, self.secret)
+        secret = await self.runtime.api.read_secret(self.namespace, self.secret)
         found = login_from(secret) if secret else None
         if found is not None:
             self.runtime.logins.remember(key, found)

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import names
-from ..cluster import writes
 from ..cluster.failures import API_FAILURES, failure_detail
 from ..desired.record import record_configmap
 from ..instances import commands
@@ -78,6 +77,7 @@ class Pass:
 
     def __init__(self, namespace: str, name: str, spec: DatabaseSpec | None, runtime: Runtime):
         self.namespace, self.name = namespace, name
+        self.api = runtime.api
         self.servers = Servers(namespace, name, spec, runtime)
         self.report = Topology()
         self.pods: list[dict[str, Any]] = []
@@ -90,15 +90,15 @@ class Pass:
         if isinstance(action, RecordPrimary):
             await self.record(action.record)
         elif isinstance(action, Label):
-            await writes.label_pod(namespace, action.pod, names.ROLE_LABEL, action.role)
+            await self.api.label_pod(namespace, action.pod, names.ROLE_LABEL, action.role)
             self.relabel(action.pod, action.role)
         elif isinstance(action, Fence):
-            await writes.label_pod(namespace, action.pod, names.ROLE_LABEL, names.FENCED)
-            await writes.delete_pod(namespace, action.pod, action.uid, action.grace)
+            await self.api.label_pod(namespace, action.pod, names.ROLE_LABEL, names.FENCED)
+            await self.api.delete_pod(namespace, action.pod, action.uid, action.grace)
             self.relabel(action.pod, names.FENCED, deleted=True)
             log.info("%s/%s: fenced %s (out of both Services, deleted to stop)", namespace, release, action.pod)
         elif isinstance(action, Restart):
-            await writes.delete_pod(namespace, action.pod, action.uid, None)
+            await self.api.delete_pod(namespace, action.pod, action.uid, None)
             restarted = self.pod(action.pod)
             self.relabel(action.pod, (role_label(restarted) if restarted else None) or names.REPLICA, deleted=True)
             self.report.events.append(("Normal", "Restarting", f"restarting {action.pod} onto the current template"))
@@ -115,7 +115,7 @@ class Pass:
         before = self.report.record
         # Written over the record this pass read (its resourceVersion): a newer one makes the API refuse it.
         record = dataclasses.replace(record, resource_version=before.resource_version if before else "")
-        version = await writes.write_record(record_configmap(self.namespace, self.name, record))
+        version = await self.api.write_record(record_configmap(self.namespace, self.name, record))
         self.report.record = dataclasses.replace(record, resource_version=version)
         if before is not None and (before.primary, before.decided_at) == (record.primary, record.decided_at):
             return
@@ -226,7 +226,7 @@ async def planned_move(
     requested = annotations.get(names.SWITCHOVER_ANNOTATION)
     if requested:
         answer = maintenance.requested_switchover(members, requested)
-        await writes.remove_annotation(step.namespace, step.name, names.SWITCHOVER_ANNOTATION, requested)
+        await step.api.remove_annotation(step.namespace, step.name, names.SWITCHOVER_ANNOTATION, requested)
         if answer.refused:
             step.report.events.append(("Warning", "SwitchoverRefused", f"switchover to {requested}: {answer.message}"))
         elif answer.action is None:

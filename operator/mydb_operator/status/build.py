@@ -1,7 +1,9 @@
-"""The whole .status as a pure function of the spec, the release and what was observed."""
+"""The whole .status as a pure function of what was wanted (Wanted) and what happened (Happened)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,47 +17,57 @@ from ..model.statefulset import pending_restart, running_version
 from ..model.timestamps import parse_time
 from ..policy import backups
 from ..policy.archive import archive_health, archive_status, base_backups
-from .conditions import condition, resizing_condition
+from .conditions import ConditionMaker, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
 from .primary import PrimaryView, failover_condition_facts, primary_status, routing_gap
 from .problem import Problem
 
 
-def endpoints(namespace: str, release: str) -> dict[str, str]:
+def endpoints(namespace: str, release: str, port: int) -> dict[str, str]:
     return {
-        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{names.POSTGRES_PORT}",
-        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{names.POSTGRES_PORT}",
+        "primary": f"{names.service_host(namespace, names.read_write_service(release))}:{port}",
+        "replicas": f"{names.service_host(namespace, names.read_only_service(release))}:{port}",
     }
 
 
-def build_status(
-    *,
-    release: str,
-    namespace: str,
-    generation: int,
-    spec: DatabaseSpec | None,
-    observation: Observation,
-    applied: dict[str, Any] | None,
-    problem: Problem | None,
-    previous: dict[str, Any],
-    now: str,
-    operation: dict[str, Any] | None = None,
-    storage_blocked: str | None = None,
-    on_demand: dict[str, str] | None = None,
-    primary: PrimaryView | None = None,
-) -> dict[str, Any]:
-    """Everything under .status, from facts only; equal inputs give an equal dict (no needless writes)."""
-    view = primary or PrimaryView()
-    old_conditions = previous.get("conditions") or []
+@dataclass(frozen=True)
+class Wanted:
+    """The target: which database, and what its spec asks (None: the spec could not be read)."""
+
+    release: str
+    namespace: str
+    generation: int  # metadata.generation: the spec the status speaks of
+    spec: DatabaseSpec | None
+    port: int = names.POSTGRES_PORT  # the servers' port, as the values give it (desired/values.postgres_port)
+
+
+@dataclass(frozen=True)
+class Happened:
+    """The outcome of one pass: what was observed and what the steps did or could not do."""
+
+    observation: Observation
+    applied: dict[str, Any] | None = None  # status.release: what Helm holds
+    problem: Problem | None = None  # what stopped the pass, if anything
+    operation: dict[str, Any] | None = None  # status.lastOperation
+    storage_blocked: str | None = None  # why the storage growth waits
+    on_demand: Mapping[str, str] = field(default_factory=dict)  # the on-demand backup and verification Jobs
+    primary: PrimaryView = field(default_factory=PrimaryView)  # the servers' answers and the primary's plan
+
+
+def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], now: str) -> dict[str, Any]:
+    """Everything under .status, from facts only: the target, the outcome, the last status and the time.
+    Equal inputs give an equal dict (no needless writes)."""
+    release, spec, observation, view = wanted.release, wanted.spec, happened.observation, happened.primary
+    make = ConditionMaker(tuple(previous.get("conditions") or ()), now, wanted.generation)
     pods = sorted((p for p in observation.pods if not p["metadata"].get("deletionTimestamp")), key=pod_ordinal)
     ready_pods = [p for p in pods if is_ready(p)]
     desired = 0 if spec is None or spec.hibernate else spec.replicas
     failures = [f for f in (pod_failure(p) for p in pods) if f]
     target = recorded_primary(release, view.record)
     assessment = assess(
-        problem=problem,
+        problem=happened.problem,
         hibernating=spec is not None and spec.hibernate,
-        installed=applied is not None,
+        installed=happened.applied is not None,
         pods=len(pods),
         ready_pods=len(ready_pods),
         desired=desired,
@@ -68,30 +80,19 @@ def build_status(
 
     progressing = phase in (DEPLOYING, PENDING) or (phase == HIBERNATED and bool(pods))
     failing = phase in (DEGRADED, FAILED)
+    moving, state, about = failover_condition_facts(view)
     conditions = [
-        condition(old_conditions, "Ready", ready, reason, message, now, generation),
-        condition(
-            old_conditions,
+        make("Ready", ready, reason, message),
+        make(
             "Progressing",
             progressing,
             reason if progressing else "Stable",
             message if progressing else "nothing is changing",
-            now,
-            generation,
         ),
-        condition(
-            old_conditions,
-            "Degraded",
-            failing,
-            reason if failing else "Healthy",
-            message if failing else "no failures",
-            now,
-            generation,
-        ),
+        make("Degraded", failing, reason if failing else "Healthy", message if failing else "no failures"),
+        resizing_condition(spec, observation, happened.storage_blocked, make),
+        make("Failover", moving, state, about),
     ]
-    conditions.append(resizing_condition(spec, observation, storage_blocked, old_conditions, now, generation))
-    moving, state, about = failover_condition_facts(view)
-    conditions.append(condition(old_conditions, "Failover", moving, state, about, now, generation))
     status: dict[str, Any] = {
         "ready": ready,
         "phase": phase,
@@ -99,22 +100,22 @@ def build_status(
         "readyReplicas": len(ready_pods),
         "replicas": len(pods),
         "selector": names.label_selector(names.selector_labels(release)),
-        "observedGeneration": generation,
+        "observedGeneration": wanted.generation,
         "conditions": conditions,
-        "endpoints": endpoints(namespace, release),
+        "endpoints": endpoints(wanted.namespace, release, wanted.port),
     }
     running = running_version(observation.statefulset)
     if running:
         status["version"] = running
     restarting = pending_restart(observation.statefulset, pods)
     status["pendingRestart"] = bool(restarting)
-    if operation:
+    if happened.operation:
         settled = phase == RUNNING or (phase == HIBERNATED and not pods)
-        status["lastOperation"] = finish_operation(operation, settled, problem, now)
+        status["lastOperation"] = finish_operation(happened.operation, settled, happened.problem, now)
     status.update(primary_status(release, view, pods, previous))
-    if applied:
-        status["release"] = applied
-    backup = {**backups.facts(observation.cronjob, observation.jobs), **(on_demand or {})}
+    if happened.applied:
+        status["release"] = happened.applied
+    backup = {**backups.facts(observation.cronjob, observation.jobs), **happened.on_demand}
     known = (previous.get("backup") or {}).get("lastVerification") or {}
     verified = backups.verification(observation.jobs, backup.get("lastVerificationJob"), known)
     if verified:
@@ -136,9 +137,7 @@ def build_status(
         if archive and healthy:  # a failed backup Job is told first; a stalled archive next
             stalled = archive_health(release, archive, parse_time(now) or datetime.now(UTC))
             healthy, backup_reason, backup_message = stalled or (healthy, backup_reason, backup_message)
-        conditions.append(
-            condition(old_conditions, "BackupHealthy", healthy, backup_reason, backup_message, now, generation)
-        )
+        conditions.append(make("BackupHealthy", healthy, backup_reason, backup_message))
     return status
 
 

@@ -1,0 +1,174 @@
+"""The real node's container runtime: the loopback registry and the images
+pushed to it, and containerd, which pulls from it; and, for `down`, the
+containers' processes, mounts and cgroups, found and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from harness import CACHE_DIR, HACK_DIR, PORT_BASE, STATE_DIR, http_ok, run, start, wait_until
+from node_network import CNI_BIN_DIR
+
+REGISTRY = f"127.0.0.1:{PORT_BASE}"
+REGISTRY_DIR = CACHE_DIR / "registry"  # outlives `down`: images are pushed once
+# Unix sockets have a 108-byte path limit: keep them out of a deep checkout.
+RUN_DIR = Path(f"/run/mydb-cluster-{PORT_BASE}")
+CONTAINERD_SOCKET = RUN_DIR / "containerd.sock"
+
+
+# --------------------------------------------------------------- registry
+
+
+def start_registry(bins: Path) -> None:
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    config = STATE_DIR / "registry.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "version": 0.1,
+                "log": {"level": "warn", "accesslog": {"disabled": True}},
+                "storage": {"filesystem": {"rootdirectory": str(REGISTRY_DIR)}, "delete": {"enabled": True}},
+                "http": {"addr": REGISTRY},
+            }
+        )
+        + "\n"
+    )
+    start("registry", [str(bins / "registry"), "serve", str(config)])
+    wait_until("registry", lambda: http_ok(f"http://{REGISTRY}/v2/"), process="registry")
+
+
+def push_images() -> dict[str, str]:
+    """Build what is missing (cached), push it to the registry, and return KEY -> image reference."""
+    subprocess.run(["bash", str(HACK_DIR / "images.sh"), "push", REGISTRY], check=True)
+    listed = run("bash", str(HACK_DIR / "images.sh"), "list").stdout
+    return {key: f"{REGISTRY}/{ref}" for key, ref in (line.split("=", 1) for line in listed.split() if "=" in line)}
+
+
+# ------------------------------------------------------------- containerd
+
+
+def write_containerd_config(pause_image: str, cni_conf_dir: Path) -> Path:
+    hosts = STATE_DIR / "containerd" / "certs.d" / "_default"
+    hosts.mkdir(parents=True, exist_ok=True)
+    # Every registry name, docker.io included, resolves to the loopback registry.
+    # containerd 1.6 cannot parse a hosts.toml without a [host] table, and
+    # then silently falls back to the registry's own address:
+    # tests/e2e/test_real_node.py proves this one is read.
+    (hosts / "hosts.toml").write_text(
+        f'server = "http://{REGISTRY}"\n\n[host."http://{REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n'
+    )
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    config = STATE_DIR / "containerd.toml"
+    config.write_text(f"""version = 2
+root = "{STATE_DIR / "containerd" / "root"}"
+state = "{RUN_DIR / "containerd"}"
+[grpc]
+  address = "{CONTAINERD_SOCKET}"
+[{cri}]
+  sandbox_image = "{pause_image}"
+  # This sandbox lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below ours.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[{cri}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+[{cri}.cni]
+  bin_dir = "{CNI_BIN_DIR}"
+  conf_dir = "{cni_conf_dir}"
+[{cri}.registry]
+  config_path = "{STATE_DIR / "containerd" / "certs.d"}"
+""")
+    return config
+
+
+def start_containerd(config: Path) -> None:
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    start("containerd", ["containerd", "--config", str(config)])
+    wait_until(
+        "containerd",
+        lambda: run("ctr", "--address", str(CONTAINERD_SOCKET), "version", check=False).returncode == 0,
+        process="containerd",
+    )
+
+
+# -------------------------------------------------------------------- down
+
+
+def our_processes(shims: bool = True) -> list[int]:
+    """Containers of the node and (with SHIMS) their shims: found by cgroup and by containerd address, not by pid
+    file."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cgroups = (proc / "cgroup").read_text()
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        shim = bool(args) and args[0].endswith(b"containerd-shim-runc-v2") and str(CONTAINERD_SOCKET).encode() in args
+        if (shims and shim) or "/kubepods" in cgroups:
+            found.append(int(proc.name))
+    return found
+
+
+def terminate_containers(grace: float) -> None:
+    """Ask every container process to end (SIGTERM: PostgreSQL's postmaster then shuts down cleanly once its
+    backends, which get it too, are gone), and wait up to GRACE seconds for them. The shims stay until the
+    containers are gone: they carry the containers' output to the logs, and a shim that ends takes its
+    container with it."""
+    for pid in our_processes(shims=False):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while our_processes(shims=False) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def kill_containers() -> None:
+    for _ in range(50):
+        pids = our_processes()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    raise SystemExit(f"container processes survive SIGKILL: {our_processes()}")
+
+
+def our_mounts() -> list[str]:
+    """Mount points of the node (container rootfs, kubelet volumes, netns), deepest first."""
+    roots = (str(RUN_DIR), str(STATE_DIR))
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")
+        if point.startswith(roots):
+            points.append(point)
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def unmount_all() -> None:
+    for point in our_mounts():
+        if run("umount", point, check=False).returncode != 0:
+            run("umount", "-l", point, check=False)
+
+
+def remove_cgroups() -> None:
+    """The kubelet's kubepods hierarchy in every controller, deepest first (a cgroup goes once empty)."""
+    folders = [p for top in Path("/sys/fs/cgroup").glob("*/kubepods*") for p in [top, *top.rglob("*")] if p.is_dir()]
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()

@@ -1,0 +1,86 @@
+"""The Kubernetes API as a port: the reads and writes a reconcile (and a deletion) makes, as one object.
+
+`ApiPort` says what the reconcile path may ask of the API; `KubernetesApi` is the
+adapter that asks the real API server, by URL path through one ApiClient
+(cluster/clients.py: no generated API classes). The handlers' Runtime carries
+it (reconcile/runtime.py, `Runtime.api`) as it carries Helm: the reconcile
+steps call `runtime.api.<method>`, and the unit tests hand it an in-memory fake
+(tests/unit/fake_api.py). The informers and the Lease take connections of their
+own from the same object (`KubernetesApi.dedicated()`).
+
+What a failed call raises, and which failures mean "refused" rather than
+"unreachable": cluster/failures.py, the one classification."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..model.observation import Observation
+from .reads import Reads
+from .writes import Writes
+
+
+class ApiPort(Protocol):
+    """The API as a reconcile sees it. Each call is one request (orphan_statefulset and delete_claims: a few);
+    each raises one of cluster/failures.API_FAILURES when the API refuses or cannot be reached."""
+
+    # reads
+    async def observation(self, namespace: str, release: str) -> Observation:
+        """One database's objects, read now: five label-selected lists and three reads by name."""
+        ...
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def storage_class(self, name: str) -> dict[str, Any] | None: ...
+
+    async def default_storage_class(self) -> dict[str, Any] | None: ...
+
+    async def read_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def claim_exists(self, namespace: str, name: str) -> bool: ...
+
+    # writes
+    async def create_secret_once(self, body: dict[str, Any]) -> bool:
+        """True when created now, False when it was there (never overwritten)."""
+        ...
+
+    async def create_job_once(self, body: dict[str, Any]) -> bool: ...
+
+    async def label_pod(self, namespace: str, name: str, key: str, value: str) -> None: ...
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+
+    async def grow_claim(self, namespace: str, name: str, size: str) -> None: ...
+
+    async def orphan_statefulset(self, namespace: str, name: str) -> None:
+        """Delete the StatefulSet but not its pods, and wait until it is gone (TimeoutError if it stays)."""
+        ...
+
+    async def delete_statefulset(self, namespace: str, name: str) -> None: ...
+
+    async def delete_claims(self, namespace: str, release: str) -> list[str]: ...
+
+    async def delete_release_records(self, namespace: str, release: str) -> None: ...
+
+    async def delete_secret(self, namespace: str, name: str) -> None: ...
+
+    async def write_record(self, body: dict[str, Any]) -> str:
+        """Create or replace (compare-and-swap) the record of the primary; its new resourceVersion."""
+        ...
+
+    async def delete_record(self, namespace: str, release: str) -> None: ...
+
+    async def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None: ...
+
+    async def remove_annotation(self, namespace: str, name: str, key: str, value: str) -> None: ...
+
+
+class KubernetesApi(Reads, Writes):
+    """The port on the real API server: one ApiClient, made on first use (cluster/clients.Connection),
+    the reads of cluster/reads.py and the writes of cluster/writes.py."""
+
+
+if TYPE_CHECKING:  # mypy checks here that the adapter offers every call of the port, as declared
+    _adapter: type[ApiPort] = KubernetesApi
