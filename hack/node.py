@@ -155,10 +155,6 @@ def host_problems() -> list[str]:
     return problems
 
 
-def cgroup_v1() -> bool:
-    return not Path("/sys/fs/cgroup/cgroup.controllers").exists()
-
-
 def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> None:
     """Start the real node on a running control plane.
 
