@@ -27,4 +27,18 @@ SA=mydb-operator
 "${BIN}/helm" template "${SA}" "${REPO}/charts/mydatabase-operator" --namespace "${NS}" \
   --set deployment.enabled=false --set crds.install=false --set leaderElection.enabled=true \
   | "${BIN}/kubectl" apply -f - >/dev/null
+# The parallel tests give each worker's operator a pattern (-n 'gw0-*'), which kopf resolves by
+# watching the namespaces: the one right the chart does not grant (docs/install.md, Settings).
+"${BIN}/kubectl" apply -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ${SA}-namespace-patterns}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ${SA}-namespace-patterns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${SA}-namespace-patterns}
+subjects: [{kind: ServiceAccount, name: ${SA}, namespace: ${NS}}]
+YAML
 python3 "${REPO}/hack/cluster.py" sa-kubeconfig -n "${NS}" -s "${SA}" -o "${OUT}"

@@ -11,6 +11,7 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from ..model.namespaces import any_pattern, managed
 from ..policy.backoff import Backoff
 from .child_store import ChildStore, version_of
 from .clients import Connection
@@ -37,12 +38,19 @@ class Informer(threading.Thread):
     minutes: `Connection.dedicated()`); `deliver` puts each store update on the event loop."""
 
     def __init__(
-        self, kind: str, namespace: str | None, store: ChildStore, deliver: Callable[..., None], connection: Connection
+        self,
+        kind: str,
+        namespace: str | None,
+        store: ChildStore,
+        deliver: Callable[..., None],
+        connection: Connection,
+        wanted: Callable[[str], bool] = lambda _: True,
     ):
         super().__init__(name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
         self._connection = connection
         self._path = KINDS[kind].path(namespace)
         self.kind, self.scope, self._store, self._deliver = kind, namespace, store, deliver
+        self._wanted = wanted  # the namespaces whose objects are cached (a cluster-wide watch sees all)
         self._stopping = threading.Event()
         self._response: urllib3.BaseHTTPResponse | None = None
 
@@ -76,7 +84,8 @@ class Informer(threading.Thread):
     def _relist(self) -> str:
         listing = json.loads(self._connection.request("GET", self._path, query={"labelSelector": SELECTOR}).data)
         version: str = listing["metadata"]["resourceVersion"]
-        self._deliver(self._store.replace, self.kind, self.scope, listing["items"], version_of(listing))
+        items = [item for item in listing["items"] if self._wanted(item["metadata"]["namespace"])]
+        self._deliver(self._store.replace, self.kind, self.scope, items, version_of(listing))
         return version
 
     def _watch(self, version: str) -> str:
@@ -98,7 +107,7 @@ class Informer(threading.Thread):
                         raise _Expired()
                     raise ApiException(status=status.get("code"), reason=status.get("message"))
                 version = event["object"]["metadata"]["resourceVersion"]
-                if event["type"] != "BOOKMARK":
+                if event["type"] != "BOOKMARK" and self._wanted(event["object"]["metadata"]["namespace"]):
                     self._deliver(self._store.apply, self.kind, event["type"], event["object"])
         finally:
             self._response.release_conn()
@@ -106,13 +115,22 @@ class Informer(threading.Thread):
         return version
 
 
+def informer_scopes(namespaces: list[str]) -> list[str | None]:
+    """Where the informers list: each named namespace, else all (None) for no -n or a pattern among them."""
+    return [None] if not namespaces or any_pattern(namespaces) else list(namespaces)
+
+
 def start_informers(
     store: ChildStore, namespaces: list[str], deliver: Callable[..., Any], api: Connection
 ) -> list[Informer]:
-    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some;
-    each on a connection of its own, with the configuration of API's (the port's) client."""
-    scopes: list[str | None] = list(namespaces) or [None]
-    informers = [Informer(kind, scope, store, deliver, api.dedicated()) for kind in KINDS for scope in scopes]
+    """One informer per kind, cluster-wide, or per kind and namespace when the operator is limited to some
+    by name (with a pattern: cluster-wide, caching only the namespaces it matches); each on a connection
+    of its own, with the configuration of API's (the port's) client."""
+    informers = [
+        Informer(kind, scope, store, deliver, api.dedicated(), wanted=lambda ns: managed(namespaces, ns))
+        for kind in KINDS
+        for scope in informer_scopes(namespaces)
+    ]
     for informer in informers:
         informer.start()
     return informers

@@ -14,7 +14,8 @@ import kopf
 
 from .. import names
 from ..cluster import clients
-from ..cluster.informers import start_informers
+from ..cluster.informers import informer_scopes, start_informers
+from ..model.namespaces import any_pattern
 from ..telemetry import metrics
 from .memo import OperatorMemo
 
@@ -47,8 +48,9 @@ def apply_settings(settings: kopf.OperatorSettings, namespaces: tuple[str, ...])
     # copy of every log line: that would be an API write per watched pod event.
     settings.posting.loggers = False
     settings.peering.standalone = True
-    if namespaces:
-        # Namespaces are listed explicitly: no cluster-wide scan of namespaces (and no right to it).
+    if namespaces and not any_pattern(namespaces):
+        # Namespaces named one by one: no cluster-wide scan of namespaces (and no right to it). A pattern
+        # ("team-*") needs that scan: kopf lists and watches the namespaces to find the ones it matches.
         settings.scanning.disabled = True
 
 
@@ -63,8 +65,7 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorMemo, **_: An
         loop.call_soon_threadsafe(update, *args)  # the store is touched only from the event loop
 
     memo.informers[:] = start_informers(runtime.children, list(config.namespaces), deliver=deliver, api=memo.api)
-    scopes: list[str | None] = list(config.namespaces) or [None]
-    if not await runtime.children.listed(scopes, FIRST_LISTING_SECONDS):
+    if not await runtime.children.listed(informer_scopes(list(config.namespaces)), FIRST_LISTING_SECONDS):
         log.warning(
             "the informers have not listed every kind in %.0fs: reconciles read the API until they have",
             FIRST_LISTING_SECONDS,
