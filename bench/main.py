@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--parallel",
         type=int,
         default=Config().helm_parallel,
-        help="the operator's Helm parallelism (default: the operator's own, MYDB_HELM_PARALLEL or 2)",
+        help=f"the operator's Helm parallelism (default: the operator's own, {Config().helm_parallel})",
     )
     parser.add_argument(
         "--rollout-window",
