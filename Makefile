@@ -8,9 +8,9 @@ PY     := $(VENV)/bin/python
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane; TEST_WORKERS pytest-xdist workers share the cluster, then the serial tests run alone
-	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" tests bench; \
+	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests bench; \
 	  parallel=$$?; $(PY) -m pytest -m serial tests; serial=$$?; \
 	  echo "make test: parallel pass exit $$parallel, serial pass exit $$serial"; [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
 
@@ -21,10 +21,10 @@ lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hac
 	$(VENV)/bin/lint-imports
 
 check: venv lint scanners postgres ## the quick tier (under 2 minutes): static checks, then every test that needs no cluster (units, charts, hack/ scripts, PostgreSQL scripts)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/unit tests/chart tests/hack tests/postgres bench
+	$(PY) -m pytest -n $(TEST_WORKERS) tests/unit tests/chart tests/hack tests/postgres bench
 
 test-e2e: venv tools node-packages ## the tests on the local cluster only, parallel then serial as in make test
-	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not serial" tests/e2e; \
+	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; \
 	  parallel=$$?; $(PY) -m pytest -m serial tests/e2e; serial=$$?; [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
 
 venv: $(VENV)/.installed

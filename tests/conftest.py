@@ -170,6 +170,34 @@ def _what_happened(cluster: Cluster, namespace: str) -> str:
     return "\n".join(parts)
 
 
+# Modules whose tests share one set-up and run on one xdist worker, in order: test_failover's database and
+# operator, test_cluster's ticking CronJob, the restore and helm-test set-ups, the scanners' runs. Every
+# other test is a unit of its own. (xdist's own loadgroup renames each item's nodeid, which pytest 9 no
+# longer reads: it would split these modules.)
+ONE_WORKER_MODULES = frozenset({
+    "tests/e2e/test_failover.py",
+    "tests/e2e/test_cluster.py",
+    "tests/postgres/test_restore.py",
+    "tests/postgres/test_restore_on_first_boot.py",
+    "tests/postgres/test_helm_test.py",
+    "tests/chart/test_scanners.py",
+})
+assert all((REPO / module).is_file() for module in ONE_WORKER_MODULES), "a module of ONE_WORKER_MODULES is gone"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Each test to the next free worker, but a module of ONE_WORKER_MODULES whole to one worker; the
+    biggest units go first (xdist's loadscope order), so test_failover's long module starts at once."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetUpsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return SharedSetUpsTogether(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that tear the shared cluster down and up again need it alone (`serial`) and run last: every
     fixture built on it (the operator, its CRD and RBAC) would be gone for the tests after them.

@@ -23,8 +23,6 @@ from pathlib import Path
 
 import pytest
 
-# Its module fixtures are built once: one xdist worker runs the module.
-pytestmark = pytest.mark.xdist_group("scanners")
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("mydb_scan", REPO / "hack" / "scan.py")

@@ -16,8 +16,8 @@ from .sharing import create_namespace
 from .waiting import get_json, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-# The module's CronJob ticks while its other tests run: one xdist worker runs them all.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("cluster")]
+# The module's CronJob ticks while its other tests run: one worker runs them all (tests/conftest.py).
+pytestmark = pytest.mark.e2e
 
 
 def versions() -> dict[str, str]:

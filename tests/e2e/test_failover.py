@@ -38,8 +38,8 @@ from .sharing import create_namespace
 from .test_real_postgres import ROW_FACTS, rows, wait_streaming, write_rows
 from .waiting import get_json, wait_for
 
-# One database serves the module's tests in turn: one xdist worker runs them all.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("failover")]
+# One database serves the module's tests in turn: one worker runs them all (tests/conftest.py).
+pytestmark = pytest.mark.e2e
 PODS = ["ha-0", "ha-1", "ha-2"]
 
 

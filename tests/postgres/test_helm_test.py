@@ -11,8 +11,6 @@ import yaml
 
 from .harness import EXAMPLE, Container, find_helm, render_with
 
-# Its module fixtures are built once: one xdist worker runs the module.
-pytestmark = pytest.mark.xdist_group("helm-test")
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ import pytest
 
 from .harness import free_port
 
-# Its module fixtures are built once: one xdist worker runs the module.
-pytestmark = pytest.mark.xdist_group("restore")
 
 DIGEST = ("SELECT count(*), md5(string_agg(format('%s|%s|%s|%s|%s', id, name, amount, created, tags),"
           " ',' ORDER BY id)) FROM restore_source")

@@ -22,8 +22,6 @@ import yaml
 
 from .harness import EXAMPLE, BackupJob, DatabasePod, Machine, Rendered, find_helm, render_with, wait_for
 
-# Its module fixtures are built once: one xdist worker runs the module.
-pytestmark = pytest.mark.xdist_group("restore-on-first-boot")
 
 CLAIM = "src-backups"
 RESTORE = ("--set", "restore.enabled=true", "--set", f"restore.claimName={CLAIM}")
