@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane; TEST_WORKERS pytest-xdist workers share the cluster, then the serial tests run alone
 	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests bench; \
 	  parallel=$$?; $(PY) -m pytest -m serial tests; serial=$$?; \
