@@ -293,6 +293,16 @@ def cr_ready(obj: dict[str, Any], min_revision: int = 1) -> bool:
     )
 
 
+def first_backup_started(obj: dict[str, Any]) -> bool:
+    """A database with the continuous archive (backup set, continuous not false) has started its first base
+    backup (status.backup.firstBackupJob, or one already taken): the last step of a new database's work."""
+    backup = (obj.get("spec") or {}).get("backup")
+    if not backup or backup.get("continuous") is False:
+        return True
+    recorded = (obj.get("status") or {}).get("backup") or {}
+    return bool(recorded.get("firstBackupJob") or recorded.get("lastBaseBackup"))
+
+
 def cr_hibernated(obj: dict[str, Any]) -> bool:
     """Phase Hibernated for the current generation, at helm revision >= 1."""
     status = obj.get("status") or {}

@@ -45,6 +45,7 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         # --- create N at once
         crs.add_goal("ready", lambda k, o: kube.cr_ready(o, 1))
         crs.add_goal("reported", lambda k, o: kube.cr_revision(o) >= 1)
+        crs.add_goal("first-backup", lambda k, o: kube.first_backup_started(o))
         releases.add_goal("deployed", lambda k, o: kube.helm_release_deployed(o, 1))
         sets.add_goal("pods", lambda k, o: kube.statefulset_ready(o))
         before = Snapshot(cluster, operator, ctx.pids)
@@ -79,8 +80,10 @@ def run_operator(ctx: argparse.Namespace, n: int, namespace: str) -> dict[str, A
         }
         log(f"N={n}: create: " + report.one_line(result["create"]))
 
-        # --- steady state
+        # --- steady state, once each new database has started its first base backup (the operator does
+        # that once, right after Ready: it is a new database's work, not the idle one's)
         sampler.phase = "settle"
+        wait_goals(f"N={n} first base backups", [(crs, "first-backup", "started")], n, timeout)
         time.sleep(ctx.settle)
         before = Snapshot(cluster, operator, ctx.pids)
         sampler.phase = "idle"
