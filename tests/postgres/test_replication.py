@@ -70,7 +70,8 @@ def test_pods_restart_on_their_data(primary, replica):
              lambda: replica.sql("SELECT count(*) FROM restart_check") == "40", timeout=20)
 
 
-def test_a_replica_is_cloned_by_its_init_container_before_its_server_starts(request, machine, rendered, primary):
+def test_a_replica_is_cloned_by_its_init_container_before_its_server_starts(request, machine, rendered, primary,
+                                                                            replica):
     """A new ordinal's init container (entrypoint.sh init) clones the primary and exits 0 with no server left
     running; the server's container (entrypoint.sh serve) then starts on that clone, cloning nothing, and streams.
     The clone is thus out of the startup probe's reach, however long it takes."""
@@ -87,6 +88,7 @@ def test_a_replica_is_cloned_by_its_init_container_before_its_server_starts(requ
     pod.start(init=False)
     assert "replica-bootstrap" not in pod.logs()[offset:]
     user = primary.machine.secret["replication-username"]
+    assert replica.sql("SELECT pg_is_in_recovery()") == "t"  # the first sender (a fixture: any worker, any order)
     wait_for("two streaming senders on the primary", lambda: primary.sql(
         "SELECT usename, state FROM pg_stat_replication").splitlines() == [f"{user}|streaming"] * 2)
 
