@@ -144,6 +144,11 @@ def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cl
         image = get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"]
         assert image.endswith(":15.3"), (pod, image)
     settled(cluster, namespace, new_primary)
+    # The tag says 15.3; the server says what it runs (Debian's 15.x under both stand-ins).
+    number = int(sql_at(cluster, namespace, new_primary, "show server_version_num") or 0)
+    runs = f"{number // 10000}.{number % 10000}"
+    wait_for(f"status.serverVersion {runs} and every instance at it", lambda: (lambda f: f.get("serverVersion") == runs
+             and {entry.get("version") for entry in f["instances"]} == {runs})(status(cluster, namespace)), timeout=30)
 
 
 def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_as_its_replica(cluster, ha):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mydb_operator.model.instances import InstanceFacts, Unreachable, lsn_text, parse_conninfo, parse_lsn, with_value
+from mydb_operator.model.versions import server_version
 from mydb_operator.model.record import FAILOVER, SWITCHOVER, PrimaryRecord, parse_record
 from mydb_operator.status.primary import PrimaryView, instances, last_moves, primary_status, routing_gap
 
@@ -122,3 +123,20 @@ def test_a_server_that_goes_away_mid_statement_is_unreachable_not_a_crash(monkey
     monkeypatch.setattr(probing, "session", session)
     answer = asyncio.run(probing.probe(Server("db-0", "10.0.0.1", 5432), Login("postgres", "pw")))
     assert answer == Unreachable("db-0", "cannot switch to state 11; another operation (2) is in progress")
+
+
+def test_status_says_which_version_each_server_runs_and_keeps_the_primarys_while_it_is_silent():
+    """The image's tag is what was deployed; serverVersion is what the primary's server says it runs (the 15.2
+    and 15.3 stand-ins here both hold Debian's 15.x)."""
+    view = PrimaryView(probes={"db-0": InstanceFacts("db-0", False, 1, 10, version="15.14"),
+                               "db-1": InstanceFacts("db-1", True, 1, 10, version="15.13")})
+    fields = primary_status("db", view, [pod("db-0", role="primary"), pod("db-1")], {})
+    assert fields["serverVersion"] == "15.14"
+    assert [entry["version"] for entry in fields["instances"]] == ["15.14", "15.13"]
+    silent = PrimaryView(probes={"db-0": Unreachable("db-0", "x")})
+    assert primary_status("db", silent, [pod("db-0", role="primary")], fields)["serverVersion"] == "15.14"
+
+
+@pytest.mark.parametrize("number, version", [(150014, "15.14"), (170002, "17.2"), (130000, "13.0")])
+def test_a_server_version_number_reads_as_major_dot_minor(number, version):
+    assert server_version(number) == version

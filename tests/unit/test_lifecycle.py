@@ -2,7 +2,7 @@
 
 from mydb_operator.desired.credentials import connection_uri, credentials_secret, missing_keys
 from mydb_operator.model.spec import parse_spec
-from mydb_operator.model.statefulset import claim_template_size, pending_restart, running_version
+from mydb_operator.model.statefulset import claim_template_size, image_tag, pending_restart, running_version
 from mydb_operator.policy.operations import applied_summary, operation_kind
 from mydb_operator.policy.storage import claims_short_of, storage_plan
 from mydb_operator.policy.version_change import version_refusal
@@ -22,6 +22,23 @@ def test_running_version_and_template_size_come_from_the_statefulset():
     assert running_version(sts("docker.io/library/postgres:15.2")) == "15.2"
     assert claim_template_size(sts(size="5Gi")) == "5Gi"
     assert running_version(None) is None and claim_template_size(None) is None
+
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_an_image_tag_is_read_past_a_registry_port_and_before_a_digest():
+    assert image_tag("postgres:15.2") == "15.2"
+    assert image_tag("localhost:5000/mydb/postgres:17") == "17"
+    assert image_tag(f"localhost:5000/mydb/postgres:15.2@{DIGEST}") == "15.2"
+    assert image_tag("localhost:5000/mydb/postgres") is None
+    assert image_tag(f"localhost:5000/mydb/postgres@{DIGEST}") is None
+
+
+def test_a_digest_pinned_image_still_gives_its_version_and_a_foreign_tag_gives_none():
+    assert running_version(sts(f"registry.example:5000/pg/postgres:15.2@{DIGEST}")) == "15.2"
+    assert running_version(sts(f"registry.example:5000/pg/postgres@{DIGEST}")) is None
+    assert running_version(sts("registry.example/pg/postgres:15-custom")) is None
 
 
 def test_minor_changes_both_ways_are_allowed_major_changes_are_not():

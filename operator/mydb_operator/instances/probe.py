@@ -7,6 +7,7 @@ import json
 
 from .. import names
 from ..model.instances import InstanceFacts, Probe, Standby, Unreachable
+from ..model.versions import server_version
 from .connection import FAILURES, Login, Server, failure_text, session
 
 # pg_lsn values go out as byte offsets (pg_wal_lsn_diff from 0/0): plain numbers to compare.
@@ -29,7 +30,8 @@ select pg_is_in_recovery() as in_recovery,
       'replay', pg_wal_lsn_diff(replay_lsn, '0/0')::bigint,
       'reply_age', extract(epoch from now() - reply_time)) order by application_name), '[]')
    from pg_stat_replication) as standbys,
-  (select wal_status from pg_replication_slots where slot_name = $1) as archive_slot
+  (select wal_status from pg_replication_slots where slot_name = $1) as archive_slot,
+  current_setting('server_version_num')::int as version_num
 """
 
 
@@ -54,6 +56,7 @@ async def probe(server: Server, login: Login) -> Probe:
         conninfo=row["conninfo"] or "",
         standbys=standbys,
         archive_slot=row["archive_slot"],
+        version=server_version(row["version_num"]),
     )
 
 

@@ -35,6 +35,7 @@ class InstanceFacts:
     conninfo: str = ""  # a standby's primary_conninfo
     standbys: tuple[Standby, ...] = ()  # a primary's
     archive_slot: str | None = None  # the archive's slot here: its wal_status (reserved, ..., lost); None: no slot
+    version: str = ""  # what the server runs, MAJOR.MINOR (model/versions.server_version)
 
     @property
     def upstream(self) -> str | None:

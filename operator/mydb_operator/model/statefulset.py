@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import names
+from .versions import VERSION_PATTERN
 
 Object = dict[str, Any]
 REVISION_LABEL = "controller-revision-hash"  # the StatefulSet revision a pod was made from
@@ -19,13 +20,21 @@ def claim_template_size(statefulset: Object | None) -> str | None:
     return None
 
 
+def image_tag(reference: str) -> str | None:
+    """The tag of an image reference: `registry:5000/repo/postgres:15.2@sha256:…` is 15.2. None without one
+    (a reference by digest alone). The digest goes first; a `:` before the last `/` is a registry's port."""
+    named = reference.split("@", 1)[0]
+    path, colon, tag = named.rpartition(":")
+    return tag if colon and "/" not in tag and path else None
+
+
 def running_version(statefulset: Object | None) -> str | None:
-    """The PostgreSQL version the StatefulSet runs: its postgres image tag."""
+    """The PostgreSQL version the StatefulSet runs: its postgres image's tag, when it reads MAJOR.MINOR."""
     containers = (((statefulset or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
     for container in containers:
         if container["name"] == names.POSTGRES_CONTAINER:
-            image: str = container["image"]
-            return image.rsplit(":", 1)[-1]
+            tag = image_tag(container["image"])
+            return tag if tag is not None and VERSION_PATTERN.match(tag) else None
     return None
 
 

@@ -16,3 +16,8 @@ def major(version: str) -> int:
 def supported_range() -> str:
     """The supported majors in words, as messages say them: "13.x to 17.x"."""
     return f"{SUPPORTED_MAJORS[0]}.x to {SUPPORTED_MAJORS[-1]}.x"
+
+
+def server_version(version_num: int) -> str:
+    """A server's server_version_num as MAJOR.MINOR (150014 is 15.14): what it runs, whatever the image's tag."""
+    return f"{version_num // 10000}.{version_num % 10000}"
