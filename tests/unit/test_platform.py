@@ -78,6 +78,9 @@ def test_object_patch_that_does_not_apply_fails_the_whole_render():
     ({"values": ["not", "a", "map"]}, "values: must be a mapping"),
     ({"valuesPatches": []}, "unknown keys in the platform config: valuesPatches"),
     ({"deniedParameters": "fsync"}, "deniedParameters: must be a list"),
+    ({"majors": [15, 12]}, r"majors: must be a non-empty list of supported majors \(13, 14, 15, 16, 17\)"),
+    ({"majors": []}, "majors: must be a non-empty list"),
+    ({"majors": "15"}, "majors: must be a non-empty list"),
 ])
 def test_bad_platform_configs_are_refused_whole(config, words):
     with pytest.raises(PlatformError, match=words):
@@ -107,3 +110,25 @@ def test_chart_check_names_what_a_custom_chart_lacks():
     assert any("no container named postgres" in p for p in problems)
     assert any("volumeClaimTemplate named data" in p for p in problems)
     assert "no Service named r-ro" in problems and "no CronJob named r-backup when backup is enabled" in problems
+
+
+def test_a_major_the_platform_has_no_image_for_is_refused_before_anything_is_made():
+    platform = parse_platform({"majors": [17, 15]})
+    assert platform.majors == (15, 17)
+    assert database_values("db", parse_spec(SPEC), platform)["image"]["tag"] == "15.2"
+    with pytest.raises(SpecError, match=r"spec.version: PostgreSQL 16 is not offered by this platform, which has "
+                                        r"images for 15, 17"):
+        database_values("db", parse_spec({**SPEC, "version": "16.4"}), platform)
+    assert parse_platform({}).majors == (13, 14, 15, 16, 17)
+
+
+def test_the_local_platform_offers_the_majors_its_registry_builds():
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    local = parse_platform(yaml.safe_load((repo / "examples" / "platform-local-node.yaml").read_text()))
+    built = (repo / "hack" / "images.sh").read_text()
+    assert local.majors == (15, 17)
+    assert "[postgres-17]=" in built and "PG_MAJOR=15" in built

@@ -13,13 +13,20 @@ from mydb_operator.policy.backoff import Backoff, retry_delay
 
 def pod(**state: Any) -> dict[str, Any]:
     return {"metadata": {"name": "db-1"}, "status": {"phase": "Running", "containerStatuses": [
-        {"name": "init-ok", "state": {"running": {}}}, {"name": "postgres", "state": state}]}}
+        {"name": "init-ok", "state": {"running": {}}},
+        {"name": "postgres", "image": "registry:5000/library/postgres:15.9", "state": state}]}}
 
 
 @pytest.mark.parametrize("state, told", [
-    ({"waiting": {"reason": "CrashLoopBackOff"}}, "db-1: CrashLoopBackOff"),
-    ({"waiting": {"reason": "ImagePullBackOff"}}, "db-1: ImagePullBackOff"),
-    ({"terminated": {"reason": "Error", "exitCode": 1}}, "db-1: Error"),
+    # The kubelet's retries do not change the words: one failure, one Warning.
+    ({"waiting": {"reason": "CrashLoopBackOff"}}, "db-1: postgres keeps failing"),
+    ({"terminated": {"reason": "Error", "exitCode": 1}}, "db-1: postgres keeps failing"),
+    ({"waiting": {"reason": "ImagePullBackOff"}}, "db-1: postgres cannot pull its image "
+                                                   "registry:5000/library/postgres:15.9"),
+    ({"waiting": {"reason": "ErrImagePull"}}, "db-1: postgres cannot pull its image "
+                                               "registry:5000/library/postgres:15.9"),
+    ({"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "db-credentials" not found'}},
+     'db-1: postgres cannot start: secret "db-credentials" not found'),
     ({"waiting": {"reason": "ContainerCreating"}}, None),  # starting, not failing
     ({"terminated": {"reason": "Completed", "exitCode": 0}}, None),
     ({"running": {}}, None),
@@ -33,9 +40,29 @@ def test_a_first_boot_failing_in_the_init_container_fails_the_pod() -> None:
     booting = {"metadata": {"name": "db-1"}, "status": {"phase": "Pending", "initContainerStatuses": [
         {"name": "bootstrap", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}], "containerStatuses": [
         {"name": "postgres", "state": {"waiting": {"reason": "PodInitializing"}}}]}}
-    assert pod_failure(booting) == "db-1: CrashLoopBackOff in init container bootstrap"
+    assert pod_failure(booting) == "db-1: init container bootstrap keeps failing"
     booting["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"reason": "Completed", "exitCode": 0}}
     assert pod_failure(booting) is None
+
+
+def test_a_pod_no_node_takes_is_told_by_the_schedulers_reason() -> None:
+    """Without the node counts, which change as nodes come and go (a new Warning each time otherwise); claims
+    still being bound are no failure (seen on every new database: the provisioner binds them in seconds)."""
+    why = ("0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector. "
+           "no new claims to deallocate, preemption: 0/4 nodes are available: 4 Preemption is not helpful for "
+           "scheduling.")
+    pending = {"metadata": {"name": "db-0"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why}]}}
+    assert pod_failure(pending) == ("db-0 cannot be scheduled: Insufficient cpu; "
+                                    "node(s) didn't match Pod's node affinity/selector")
+    pending["status"]["conditions"][0]["message"] = why.replace("0/4", "0/9").replace("3 node(s)", "8 node(s)")
+    assert pod_failure(pending) == ("db-0 cannot be scheduled: Insufficient cpu; "
+                                    "node(s) didn't match Pod's node affinity/selector")
+    pending["status"]["conditions"][0]["message"] = ("0/4 nodes are available: pod has unbound immediate "
+                                                     "PersistentVolumeClaims. not found")
+    assert pod_failure(pending) is None
+    pending["status"]["conditions"][0].update(status="True", reason="", message="")
+    assert pod_failure(pending) is None
 
 
 def test_a_failed_pod_is_told_by_its_message() -> None:

@@ -106,6 +106,20 @@ def test_the_start_up_check_keeps_the_port_of_its_render() -> None:
     assert asyncio.run(check_chart(RenderingHelm(), PATCHED)).port == 7000  # type: ignore[arg-type]
 
 
+def test_the_start_up_check_renders_only_the_majors_the_platform_offers() -> None:
+    """A platform with images for 15 and 17 only: 13, 14 and 16 are refused per database, not at start-up."""
+    class Counting(RenderingHelm):
+        tags: list[str] = []
+
+        async def template(self, namespace: str, release: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+            self.tags.append(values["image"]["tag"])
+            return await super().template(namespace, release, values)
+
+    helm = Counting()
+    fit = asyncio.run(check_chart(helm, parse_platform({"majors": [15, 17]})))  # type: ignore[arg-type]
+    assert (fit.problems, helm.tags) == ([], ["15.0", "17.0"])
+
+
 def test_the_start_up_check_refuses_services_on_another_port() -> None:
     """A chart (or an object patch) whose Services ignore postgresql.port: the endpoints and URIs would lie."""
     fit = asyncio.run(check_chart(RenderingHelm(serves=5432), PLATFORM))  # type: ignore[arg-type]

@@ -248,6 +248,11 @@ def test_a_failing_pod_says_why_in_its_own_words_without_the_log_lines_time():
              "2026-12-03 11:52:02.393 GMT [19414] FATAL:  invalid value for parameter \"shared_buffers\": \"lots\"\n"
              "2026-12-03 11:52:02.394 GMT [19414] LOG:  database system is shut down\n")
     assert last_words(fatal) == 'FATAL:  invalid value for parameter "shared_buffers": "lots"'
+    # The server's start: the parameter and value come in a LOG line before the FATAL one that names the file.
+    started = ('2026-12-03 17:36:01.101 UTC [1] LOG:  invalid value for parameter "shared_buffers": "lots"\n'
+               '2026-12-03 17:36:01.102 UTC [1] FATAL:  configuration file "/data/pgdata/chart.conf" contains errors\n')
+    assert last_words(started) == ('FATAL:  configuration file "/data/pgdata/chart.conf" contains errors: '
+                                   'invalid value for parameter "shared_buffers": "lots"')
     refused = ("recover: pointInTime 2001-01-01T00:00:00Z is before the first recoverable point; the archive "
                "recovers from 2026-12-03T02:00:05Z to about 2026-12-03T12:00:00Z\n"
                "primary-init: recovery failed; /var/lib/postgresql/data/pgdata stays empty and the next start tries again\n")
@@ -255,5 +260,5 @@ def test_a_failing_pod_says_why_in_its_own_words_without_the_log_lines_time():
     crashing = {"metadata": {"name": "db-0"}, "status": {"initContainerStatuses": [{
         "name": "bootstrap", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
         "lastState": {"terminated": {"reason": "Error", "message": fatal}}}]}}
-    assert pod_failure(crashing) == ('db-0: CrashLoopBackOff in init container bootstrap: '
+    assert pod_failure(crashing) == ('db-0: init container bootstrap keeps failing: '
                                      'FATAL:  invalid value for parameter "shared_buffers": "lots"')

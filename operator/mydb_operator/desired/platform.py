@@ -12,6 +12,7 @@ one YAML file (`--platform-config`, mounted from the operator chart's
       - target: {kind: StatefulSet, name: "*"}
         patch: [{op: add, path: /spec/template/spec/priorityClassName, value: databases}]
     deniedParameters: [shared_preload_libraries]
+    majors: [15, 17]   # the PostgreSQL majors the platform has images for (default: every supported one)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 import jsonpatch
 import yaml
+
+from ..model.versions import SUPPORTED_MAJORS
 
 # postgresql.conf settings a MyDatabase may not set: the scripts and the chart
 # own them, or they trade durability away.
@@ -86,6 +89,7 @@ class Platform:
     value_patches: jsonpatch.JsonPatch = field(default_factory=lambda: jsonpatch.JsonPatch([]))
     object_patches: tuple[ObjectPatch, ...] = ()
     denied_parameters: frozenset[str] = DENIED_PARAMETERS
+    majors: tuple[int, ...] = tuple(SUPPORTED_MAJORS)  # those it has images for
     source: dict[str, Any] = field(default_factory=dict)  # as written, for the post-renderer's file
 
 
@@ -101,7 +105,7 @@ def _patch(where: str, operations: Any) -> jsonpatch.JsonPatch:
 def parse_platform(config: dict[str, Any] | None) -> Platform:
     """Check every part of the config up front: a bad patch stops the operator, never half-applies."""
     config = config or {}
-    unknown = set(config) - {"values", "valuePatches", "objectPatches", "deniedParameters"}
+    unknown = set(config) - {"values", "valuePatches", "objectPatches", "deniedParameters", "majors"}
     if unknown:
         raise PlatformError(f"unknown keys in the platform config: {', '.join(sorted(unknown))}")
     values = config.get("values") or {}
@@ -119,8 +123,13 @@ def parse_platform(config: dict[str, Any] | None) -> Platform:
     denied = config.get("deniedParameters") or []
     if not isinstance(denied, list) or not all(isinstance(name, str) for name in denied):
         raise PlatformError("deniedParameters: must be a list of parameter names")
+    majors = config.get("majors", list(SUPPORTED_MAJORS))
+    if not isinstance(majors, list) or not majors or not all(m in SUPPORTED_MAJORS for m in majors):
+        supported = ", ".join(str(m) for m in SUPPORTED_MAJORS)
+        raise PlatformError(f"majors: must be a non-empty list of supported majors ({supported}), got {majors!r}")
     return Platform(
         values=copy.deepcopy(values),
+        majors=tuple(sorted(set(majors))),
         value_patches=_patch("valuePatches", config.get("valuePatches") or []),
         object_patches=tuple(object_patches),
         denied_parameters=DENIED_PARAMETERS | frozenset(denied),
@@ -173,6 +182,14 @@ def patch_objects(patches: tuple[ObjectPatch, ...], documents: list[dict[str, An
                     ) from None
         patched.append(document)
     return patched
+
+
+def unoffered(platform: Platform, major: int) -> str | None:
+    """Why the platform cannot run MAJOR (it has no image for it), or None: said before any pod fails to pull."""
+    if major in platform.majors:
+        return None
+    offered = ", ".join(str(m) for m in platform.majors)
+    return f"PostgreSQL {major} is not offered by this platform, which has images for {offered}"
 
 
 def denied(platform: Platform, parameters: Mapping[str, str]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 from .. import names
 from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec
-from .platform import Platform, apply_values, denied
+from .platform import Platform, apply_values, denied, unoffered
 
 
 def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
@@ -102,6 +102,8 @@ def database_values(
     chart_keys: the keys the chart's values.yaml declares (value_keys; None: the bundled chart's).
 
     The one place values are made, for the operator and for `render`/`values` alike."""
+    if (why := unoffered(platform, spec.major)) is not None:
+        raise SpecError("version", why)
     refused = denied(platform, spec.postgresql_parameters)
     if refused:
         raise SpecError(

@@ -10,7 +10,6 @@ from ..desired.platform import Platform, PlatformError
 from ..desired.values import database_values, postgres_port, value_keys
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
-from ..model.versions import SUPPORTED_MAJORS
 from ..policy.deletion import owned_by
 from .errors import HelmError
 from .releases import Helm
@@ -106,7 +105,7 @@ def port_problems(objects: list[dict[str, Any]], release: str, port: int) -> lis
 
 
 async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
-    """Render the chart for every supported major, with backups and restore on (and the owner, when the
+    """Render the chart for every major the platform offers, with backups and restore on (and the owner, when the
     chart takes one); say what is wrong and which objects would not be owned."""
     defaults = await helm.default_values()
     takes_owner = declares_owner(defaults)
@@ -114,7 +113,7 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
     unowned: set[str] = set()
     pod_management = "OrderedReady"  # Kubernetes' default when the chart does not say
     port = postgres_port(defaults)  # the chart's own default, unless the values (the platform's) set one
-    for major in SUPPORTED_MAJORS:
+    for major in platform.majors:
         spec = parse_spec(
             {
                 "replicas": 2,

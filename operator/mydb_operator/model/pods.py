@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import names
 
 Object = dict[str, Any]
-# Container states that will not fix themselves: the pod is failing, not starting.
-POD_FAILURE_REASONS = {
-    "CrashLoopBackOff",
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "CreateContainerConfigError",
-    "InvalidImageName",
-    "Error",
-}
+# Container states that will not fix themselves: the pod is failing, not starting. Each kind is told in
+# words that stay the same while the kubelet retries (Error, then CrashLoopBackOff, then Error...), so one
+# failure gives one Warning, not one per back-off.
+CRASHES = frozenset({"CrashLoopBackOff", "Error"})
+PULLS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"})
+POD_FAILURE_REASONS = CRASHES | PULLS | {"CreateContainerConfigError"}
 
 
 def pod_ordinal(pod: Object) -> int:
@@ -36,24 +34,58 @@ def is_ready(pod: Object) -> bool:
 
 
 def pod_failure(pod: Object) -> str | None:
+    """Why the pod cannot run, in words that hold while nothing changes; None while it runs or starts."""
     status = pod.get("status") or {}
-    if status.get("phase") == "Failed":
-        return f"{pod['metadata']['name']} failed: {status.get('message') or status.get('reason') or 'Failed'}"
     name = pod["metadata"]["name"]
+    if status.get("phase") == "Failed":
+        return f"{name} failed: {status.get('message') or status.get('reason') or 'Failed'}"
+    unschedulable = unscheduled_because(pod)
+    if unschedulable is not None:
+        return f"{name} cannot be scheduled: {unschedulable}"
     # The first boot (initdb, a restore, a replica's clone) runs in an init container.
     for container in status.get("initContainerStatuses") or []:
-        if (reason := _failing(container)) is not None:
-            return f"{name}: {reason} in init container {container.get('name')}{_said(container)}"
+        if (why := _failing(container)) is not None:
+            return f"{name}: init container {why}"
     for container in status.get("containerStatuses") or []:
-        if (reason := _failing(container)) is not None:
-            return f"{name}: {reason}{_said(container)}"
+        if (why := _failing(container)) is not None:
+            return f"{name}: {why}"
     return None
+
+
+def unscheduled_because(pod: Object) -> str | None:
+    """The scheduler's reasons no node takes the pod (resources no node has, a selector nothing matches), or
+    None. Claims still being bound are the provisioner's to finish, not a failure."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            message: str = condition.get("message") or ""
+            if condition.get("status") != "False" or "unbound immediate PersistentVolumeClaims" in message:
+                return None
+            return scheduler_reasons(message) or "no node can take it"
+    return None
+
+
+def scheduler_reasons(message: str) -> str:
+    """The reasons of a scheduler's message without the node counts, which change as nodes come and go:
+    "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector.
+    preemption: ..." is "Insufficient cpu; node(s) didn't match Pod's node affinity/selector"."""
+    _, colon, rest = message.partition("nodes are available: ")
+    first = (rest if colon else message).split(". ", 1)[0].split("preemption:", 1)[0].strip().rstrip(".")
+    reasons = [re.sub(r"^\d+ ", "", part.strip()) for part in first.split(", ") if part.strip()]
+    return "; ".join(reasons)[:400]
 
 
 def _failing(container: Object) -> str | None:
     state = container.get("state") or {}
-    reason = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason")
-    return reason if reason in POD_FAILURE_REASONS else None
+    waiting = state.get("waiting") or {}
+    reason = waiting.get("reason") or (state.get("terminated") or {}).get("reason")
+    name = container.get("name")
+    if reason in CRASHES:
+        return f"{name} keeps failing{_said(container)}"
+    if reason in PULLS:
+        return f"{name} cannot pull its image {container.get('image')}"
+    if reason in POD_FAILURE_REASONS:
+        return f"{name} cannot start: {waiting.get('message') or reason}"
+    return None
 
 
 # Lines that say why a container failed, the most telling first: PostgreSQL's own, the chart's scripts'
@@ -63,16 +95,31 @@ WHY_MARKERS = (("FATAL:", "PANIC:"), ("refusing", "is before", "is after", "reco
 
 def last_words(message: str) -> str:
     """The line of a failed container's log tail (its termination message) that says why: the last one that
-    reads like a reason, else the last line; at most 400 characters."""
+    reads like a reason, else the last line; at most 400 characters. PostgreSQL's FATAL line about a
+    configuration file that "contains errors" gets the errors it logged just before (the parameter, the value)."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     if not lines:
         return ""
-    telling = (line for markers in WHY_MARKERS for line in reversed(lines) if any(m in line for m in markers))
-    why = next(telling, lines[-1])
-    for level in ("FATAL:", "PANIC:"):  # without the log line's time and pid: the same failure, the same words
-        if level in why:
-            why = why[why.index(level) :]
+    telling = (
+        index
+        for markers in WHY_MARKERS
+        for index in reversed(range(len(lines)))
+        if any(m in lines[index] for m in markers)
+    )
+    at = next(telling, len(lines) - 1)
+    why = _without_prefix(lines[at])
+    if why.startswith("FATAL:") and "contains errors" in why:
+        errors = [_without_prefix(line) for line in lines[:at] if "LOG:" in line and "parameter" in line]
+        why = ": ".join([why, *(error.removeprefix("LOG:").strip() for error in errors)])
     return why[:400]
+
+
+def _without_prefix(line: str) -> str:
+    """A log line from its level on, without its time and pid: the same failure, the same words."""
+    for level in ("FATAL:", "PANIC:", "LOG:"):
+        if level in line:
+            return line[line.index(level) :]
+    return line
 
 
 def _said(container: Object) -> str:
