@@ -87,6 +87,13 @@ if [ "$mode" != serve ]; then
     if [ -n "${RESTORE_FROM:-}" ]; then
       echo "entrypoint: RESTORE_FROM is for the primary only; cloning it instead"
     fi
+    data_major="$(cat "$PGDATA/PG_VERSION" 2>/dev/null || true)"
+    server_major="$(postgres -V | sed -n 's/^[^0-9]*\([0-9][0-9]*\).*/\1/p')"
+    if [ -n "$data_major" ] && [ "$data_major" != "$server_major" ]; then
+      # A major upgrade: the primary's data was upgraded (major-upgrade.sh), a replica's copy is cloned again.
+      echo "entrypoint: $PGDATA holds PostgreSQL $data_major data and this is PostgreSQL $server_major: removing it to clone $PRIMARY_POD afresh"
+      rm -rf "$PGDATA"
+    fi
     if has_cluster; then
       code=0
       REWIND_STANDBY=true sh "$SCRIPTS_DIR/follow.sh" || code=$?
