@@ -37,6 +37,8 @@ RECORD_LABEL = f"{GROUP}/record"
 BACKUP_NOW_ANNOTATION = f"{ANNOTATION_PREFIX}/backup-now"
 # A new value asks for one verification of the newest base backup and the archive (a recovery in a throwaway pod).
 VERIFY_BACKUP_ANNOTATION = f"{ANNOTATION_PREFIX}/verify-backup"
+# A new value tries a failed major upgrade again (policy/major_upgrade.py).
+RETRY_UPGRADE_ANNOTATION = f"{ANNOTATION_PREFIX}/retry-upgrade"
 ON_DEMAND_BACKUP_LABEL = f"{GROUP}/backup"
 # On the leader-election Lease: marks it as an operator's, and names the namespaces it guards
 # ("*" or "a,b"), so that another instance can tell whether their scopes overlap.
@@ -128,6 +130,15 @@ def first_base_backup_job(release: str) -> str:
 def verification_job(release: str, token: str) -> str:
     """One Job per verify-backup value."""
     return f"{release}-verify-{hashlib.sha256(token.encode()).hexdigest()[:8]}"
+
+
+COMPONENT_LABEL = "app.kubernetes.io/component"
+MAJOR_UPGRADE_COMPONENT = "major-upgrade"  # the component label of a major upgrade's Job and pod
+
+
+def major_upgrade_job(release: str, started_at: str) -> str:
+    """One Job per upgrade attempt (a retry starts at another moment)."""
+    return f"{release}-upgrade-{hashlib.sha256(started_at.encode()).hexdigest()[:8]}"
 
 
 def archive_statefulset(release: str) -> str:

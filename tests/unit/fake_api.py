@@ -42,6 +42,7 @@ class FakeApi:
         self.statefulsets: dict[Key, dict[str, Any]] = {}
         self.jobs: dict[Key, dict[str, Any]] = {}
         self.cronjobs: dict[Key, dict[str, Any]] = {}
+        self.job_pods_made: dict[Key, list[dict[str, Any]]] = {}  # (namespace, Job) -> its pods
         self.records: dict[Key, dict[str, Any]] = {}  # the records of the primary (ConfigMaps), as written
         self.observations: dict[Key, Observation] = {}  # what a full read of one database answers
         self.grown: list[tuple[str, str, str]] = []  # (namespace, claim, size)
@@ -91,6 +92,10 @@ class FakeApi:
     async def read_cronjob(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call("read_cronjob", namespace, name)
         return self.cronjobs.get((namespace, name))
+
+    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        self._call("job_pods", namespace, job)
+        return list(self.job_pods_made.get((namespace, job), []))
 
     async def claim_exists(self, namespace: str, name: str) -> bool:
         self._call("claim_exists", namespace, name)

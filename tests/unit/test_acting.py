@@ -4,6 +4,8 @@ The API and Helm are fakes; the decision comes from the operator's own decide().
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import logging
 from typing import Any
@@ -179,9 +181,19 @@ def test_a_first_install_whose_helm_fails_still_tells_of_the_secret(api: FakeApi
     assert reasons(outcome) == ["CredentialsCreated"]
 
 
-def test_a_held_back_major_version_is_reported_although_the_rest_applies(api: FakeApi, helm: FakeHelm,
-                                                                         runtime: Runtime) -> None:
-    outcome = acted(runtime, target(INSTALLED, SETTLED, version="16.1", replicas=3), running(version="15.2"))
+def test_an_earlier_major_is_refused_although_the_rest_applies(api: FakeApi, helm: FakeHelm,
+                                                                runtime: Runtime) -> None:
+    outcome = acted(runtime, target(INSTALLED, SETTLED, version="15.2", replicas=3), running(version="16.1"))
     assert outcome.problem is not None and outcome.problem.reason == "ChangeRefused"
-    assert helm.upgrades[0][2]["image"]["tag"] == "15.2" and helm.upgrades[0][2]["replicas"] == 3
-    assert outcome.applied is not None and outcome.applied["spec"]["version"] == "15.2"
+    assert "goes back a major" in outcome.problem.message
+    assert helm.upgrades[0][2]["image"]["tag"] == "16.1" and helm.upgrades[0][2]["replicas"] == 3
+    assert outcome.applied is not None and outcome.applied["spec"]["version"] == "16.1"
+
+
+def test_a_major_upgrades_hold_applies_its_version_and_replicas_instead_of_the_specs(
+        api: FakeApi, helm: FakeHelm, runtime: Runtime) -> None:
+    """While the pods stop for pg_upgrade: the old version at 0 replicas (reconcile/upgrading.py)."""
+    held = dataclasses.replace(target(INSTALLED, SETTLED, version="17.2", replicas=3), hold=("15.2", 0))
+    outcome = acted(runtime, held, running(version="15.2"))
+    assert outcome.problem is None
+    assert helm.upgrades[0][2]["image"]["tag"] == "15.2" and helm.upgrades[0][2]["replicas"] == 0

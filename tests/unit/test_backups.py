@@ -42,6 +42,14 @@ def test_facts_take_the_newest_of_cronjob_and_jobs():
                      "lastFailedTime": T3, "lastFailedJob": "b"}
 
 
+def test_a_major_upgrades_job_is_no_backup():
+    """Seen in the e2e run: a refused pg_upgrade --check turned BackupHealthy False with "the last backup failed"."""
+    upgrade = job("db-upgrade-1", "Failed", T3)
+    upgrade["metadata"]["labels"] = {names.COMPONENT_LABEL: names.MAJOR_UPGRADE_COMPONENT}
+    assert backups.facts(CRONJOB, [job("a", "Complete", T2), upgrade]) == {
+        "lastScheduleTime": T1, "lastSuccessfulTime": T2, "lastSuccessfulJob": "a"}
+
+
 def test_health_is_false_only_while_the_last_backup_failed():
     assert backups.health({})[:2] == (True, "NoBackupYet")
     assert backups.health({"lastSuccessfulTime": T2})[:2] == (True, "BackupSucceeded")

@@ -41,12 +41,13 @@ def test_a_digest_pinned_image_still_gives_its_version_and_a_foreign_tag_gives_n
     assert running_version(sts("registry.example/pg/postgres:15-custom")) is None
 
 
-def test_minor_changes_both_ways_are_allowed_major_changes_are_not():
+def test_minor_changes_both_ways_and_a_later_major_are_allowed_an_earlier_major_is_not():
     assert version_refusal(SPEC, "15.2") is None
     assert version_refusal(parse_spec({"replicas": 1, "version": "15.1", "storage": "1Gi"}), "15.4") is None
     assert version_refusal(SPEC, None) is None
-    refusal = version_refusal(SPEC, "14.9")
-    assert "major version" in refusal and "spec.restore" in refusal
+    assert version_refusal(SPEC, "14.9") is None  # a major upgrade (policy/major_upgrade.py)
+    refusal = version_refusal(SPEC, "16.1")
+    assert "goes back a major" in refusal and "spec.restore" in refusal
 
 
 def test_storage_growth_plan():

@@ -79,11 +79,11 @@ def test_a_minor_version_change_rolls_out(api: FakeApi, runtime: Runtime) -> Non
     assert decision.values["image"]["tag"] == "15.4" and decision.problem is None
 
 
-def test_a_major_version_change_is_held_back_while_the_rest_rolls_out(api: FakeApi, runtime: Runtime) -> None:
-    decision = decided(runtime, target({"appliedHash": "old"}, version="16.1", replicas=3), running(version="15.2"))
+def test_an_earlier_major_is_held_back_while_the_rest_rolls_out(api: FakeApi, runtime: Runtime) -> None:
+    decision = decided(runtime, target({"appliedHash": "old"}, version="15.2", replicas=3), running(version="16.1"))
     assert decision.problem is not None and decision.problem.reason == "ChangeRefused"
-    assert "15.2 -> 16.1" in decision.problem.message
-    assert decision.effective.version == "15.2" and decision.values["image"]["tag"] == "15.2"
+    assert "16.1 -> 15.2" in decision.problem.message
+    assert decision.effective.version == "16.1" and decision.values["image"]["tag"] == "16.1"
     assert decision.values["replicas"] == 3 and decision.why == "spec or chart changed"
 
 

@@ -91,5 +91,11 @@ class Reads(Connection):
         return None
 
     @threaded
+    def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        """The pods a Job made (the cache keeps only the database's own)."""
+        items: list[dict[str, Any]] = self.get(PODS.path(namespace), labelSelector=f"job-name={job}")["items"]
+        return items
+
+    @threaded
     def claim_exists(self, namespace: str, name: str) -> bool:
         return exists(lambda: self.get(CLAIMS.path(namespace, name)))

@@ -1,10 +1,11 @@
-"""What the operator makes a server do: promote it, point a replica at another primary."""
+"""What the operator makes a server do: promote it, point a replica at another primary, gather statistics."""
 
 from __future__ import annotations
 
 from .connection import Login, Server, session
 
 PROMOTE_SECONDS = 60
+ANALYZE_SECONDS = 3600  # one database's ANALYZE after a major upgrade: minutes on a large one
 
 
 async def promote(server: Server, login: Login) -> bool:
@@ -25,3 +26,16 @@ async def repoint(server: Server, login: Login, conninfo: str) -> None:
     async with session(server, login) as connection:
         await connection.execute(f"alter system set primary_conninfo = {literal}")
         await connection.execute("select pg_reload_conf()")
+
+
+async def analyze(server: Server, login: Login) -> bool:
+    """ANALYZE in every database that takes connections: pg_upgrade carries no planner statistics over, and
+    until they are gathered again the planner guesses."""
+    async with session(server, login) as connection:
+        databases = [
+            row["datname"] for row in await connection.fetch("select datname from pg_database where datallowconn")
+        ]
+    for database in databases:
+        async with session(server, login, database) as connection:
+            await connection.execute("analyze", timeout=ANALYZE_SECONDS)
+    return True

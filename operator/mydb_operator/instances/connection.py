@@ -34,13 +34,13 @@ class Server:
 
 
 @asynccontextmanager
-async def session(server: Server, login: Login) -> AsyncIterator[asyncpg.Connection]:
+async def session(server: Server, login: Login, database: str = "postgres") -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(
         host=server.address,
         port=server.port,
         user=login.user,
         password=login.password,
-        database="postgres",
+        database=database,
         timeout=CONNECT_SECONDS,
         command_timeout=COMMAND_SECONDS,
         server_settings={"application_name": "mydb-operator"},

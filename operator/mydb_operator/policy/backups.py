@@ -40,6 +40,11 @@ def is_verification(job: Mapping[str, Any]) -> bool:
     return ((job.get("metadata") or {}).get("labels") or {}).get(names.ON_DEMAND_BACKUP_LABEL) == VERIFY
 
 
+def is_major_upgrade(job: Mapping[str, Any]) -> bool:
+    """A major upgrade's Job (desired/upgrade_job.py), which is no backup."""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(names.COMPONENT_LABEL) == names.MAJOR_UPGRADE_COMPONENT
+
+
 def verification(jobs: list[dict[str, Any]], job_name: str | None, known: Mapping[str, Any]) -> dict[str, Any]:
     """status.backup.lastVerification: how the Job JOB_NAME went; as last known once the Job is gone."""
     job = next((j for j in jobs if j["metadata"]["name"] == job_name), None)
@@ -78,7 +83,7 @@ def _finished(job: dict[str, Any], kind: str) -> str | None:
 def facts(cronjob: dict[str, Any] | None, jobs: list[dict[str, Any]]) -> dict[str, Any]:
     """Last schedule, last success and last failure, from the CronJob and its Jobs (scheduled or on demand)."""
     cron_status = (cronjob or {}).get("status") or {}
-    jobs = [j for j in jobs if not is_verification(j)]
+    jobs = [j for j in jobs if not is_verification(j) and not is_major_upgrade(j)]
     result: dict[str, Any] = {}
     if cron_status.get("lastScheduleTime"):
         result["lastScheduleTime"] = cron_status["lastScheduleTime"]

@@ -1,4 +1,4 @@
-"""Version changes: minor ones roll out, a major one is refused with the supported path. Pure."""
+"""Version changes: minor ones roll out, a later major upgrades, an earlier one is refused. Pure."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from ..model.versions import major
 
 
 def version_refusal(spec: DatabaseSpec, running: str | None) -> str | None:
-    """Why the spec's version cannot be applied in place, or None.
+    """Why the spec's version cannot be applied, or None.
 
     Minor changes, up or down, keep the on-disk format and roll out as a normal
-    update (replicas first, the primary last). A major change needs pg_upgrade,
-    which this operator does not run."""
-    if running is None or major(running) == spec.major:
+    update (replicas first, the primary last). A later major is a major upgrade
+    (policy/major_upgrade.py holds the version until its data is upgraded); an
+    earlier one cannot read the data (admission refuses it too)."""
+    if running is None or major(running) <= spec.major:
         return None
     return (
-        f"version {running} -> {spec.version} changes the major version in place, which is not supported: "
-        f"create a new MyDatabase with version {spec.version} and spec.restore from a backup of this one, "
-        f"move the clients, then delete this one (or set version back to {major(running)}.x)"
+        f"version {running} -> {spec.version} goes back a major, which PostgreSQL cannot do in place: "
+        f"create a new MyDatabase with version {spec.version} and spec.restore from a backup of this one "
+        f"(or set version back to {major(running)}.x)"
     )

@@ -18,6 +18,7 @@ from .on_demand_backup import backup_on_demand, verify_on_demand
 from .outcomes import Outcome, Target
 from .runtime import Runtime
 from .topology import keep_primary
+from .upgrading import keep_upgrade, upgrade_under_way
 
 
 async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
@@ -34,16 +35,20 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         problem = Problem("InvalidSpec", str(error))
     # The primary first: a failover must not wait behind a Helm run.
     annotations = meta.get("annotations") or {}
-    topology = await keep_primary(namespace, name, spec, annotations, previous, observed, runtime)
+    # While a major upgrade stops the pods, nothing fails over: they stop on purpose.
+    still = upgrade_under_way(previous)
+    topology = await keep_primary(namespace, name, spec, annotations, previous, observed, runtime, still=still)
+    uid = meta.get("uid", "")
+    upgrade = await keep_upgrade(namespace, name, spec, annotations, previous, observed, topology, runtime, uid)
     if spec is None:
         outcome = Outcome(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
         target = Target(
-            namespace, name, spec, previous.get("release"), previous.get("lastOperation"), meta.get("uid", "")
+            namespace, name, spec, previous.get("release"), previous.get("lastOperation"), uid, upgrade.hold
         )
         outcome = await converge(target, observed, runtime, fresh=cached is None)
-    outcome.events = topology.events + outcome.events
-    outcome.recheck = topology.recheck
+    outcome.events = topology.events + upgrade.events + outcome.events
+    outcome.recheck = min((s for s in (topology.recheck, upgrade.recheck) if s is not None), default=None)
     outcome.retry_soon = topology.failed
     continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
     on_demand, backup_events = await backup_on_demand(
@@ -64,6 +69,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         storage_blocked=outcome.storage_blocked,
         on_demand=on_demand,
         primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
+        upgrade=upgrade.state,
     )
     outcome.status = build_status(Wanted(name, namespace, generation, spec, runtime.port), happened, previous, now())
     outcome.events += warnings_for(previous, outcome.status)

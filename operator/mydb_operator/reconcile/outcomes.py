@@ -21,6 +21,8 @@ class Target:
     applied: dict[str, Any] | None  # status.release
     operation: dict[str, Any] | None  # status.lastOperation
     uid: str = ""  # metadata.uid: the owner of the chart's objects
+    # (version, replicas) a major upgrade applies instead of the spec's (reconcile/upgrading.py), or None
+    hold: tuple[str, int] | None = None
 
 
 @dataclass

@@ -58,16 +58,19 @@ async def expansion_allowed(api: ApiPort, spec: DatabaseSpec, observed: Observat
 
 
 async def plan_changes(
-    api: ApiPort, release: str, spec: DatabaseSpec, observed: Observation
+    api: ApiPort, release: str, spec: DatabaseSpec, observed: Observation, hold: tuple[str, int] | None = None
 ) -> tuple[DatabaseSpec, StoragePlan, str | None]:
     """The spec Helm may apply now, the storage plan, and why the version was held back.
 
     Held-back parts keep their running value, so everything else in the spec
     still rolls out. A scale-down that would remove the primary's pod waits
-    until a switchover moved the primary below (reconcile/topology.py)."""
+    until a switchover moved the primary below (reconcile/topology.py). HOLD:
+    the version and replicas a major upgrade applies meanwhile."""
     running = running_version(observed.statefulset)
     refusal = version_refusal(spec, running)
     effective = dataclasses.replace(spec, version=running) if refusal and running else spec
+    if hold is not None:
+        effective = dataclasses.replace(effective, version=hold[0], replicas=hold[1])
     keeps = pods_kept(release, parse_record(observed.record), spec.replicas)
     if keeps is not None:
         effective = dataclasses.replace(effective, replicas=keeps)
@@ -80,7 +83,7 @@ async def plan_changes(
 async def decide(target: Target, observed: Observation, runtime: Runtime) -> Decision:
     """Why Helm must run for `target` as `observed` (None: it need not), with the values it would apply."""
     name, applied = target.name, target.applied
-    effective, storage, refusal = await plan_changes(runtime.api, name, target.spec, observed)
+    effective, storage, refusal = await plan_changes(runtime.api, name, target.spec, observed, target.hold)
     decision = Decision(
         effective=effective,
         storage=storage,

@@ -174,12 +174,18 @@ async def keep_primary(
     previous: dict[str, Any],
     observed: Observation,
     runtime: Runtime,
+    *,
+    still: bool = False,
 ) -> Topology:
-    """Ask, decide, act, look again: at most ROUNDS times in one pass."""
+    """Ask, decide, act, look again: at most ROUNDS times in one pass. STILL: ask only (the pods stop on
+    purpose: a major upgrade)."""
     step = Pass(namespace, name, spec, runtime)
     step.pods = list(observed.pods)
     step.report.record = parse_record(observed.record)
     if not step.pods:
+        return step.report
+    if still:
+        step.report.probes = await step.servers.ask(step.pods)
         return step.report
     settings = settings_of(spec)
     for _ in range(ROUNDS):

@@ -17,6 +17,7 @@ from ..model.statefulset import pending_restart, running_version
 from ..model.timestamps import parse_time
 from ..policy import backups
 from ..policy.archive import archive_health, archive_status, base_backups
+from ..policy.major_upgrade import UNDER_WAY, UpgradeState
 from .conditions import ConditionMaker, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
 from .primary import PrimaryView, failover_condition_facts, primary_status, routing_gap
@@ -52,6 +53,7 @@ class Happened:
     storage_blocked: str | None = None  # why the storage growth waits
     on_demand: Mapping[str, str] = field(default_factory=dict)  # the on-demand backup and verification Jobs
     primary: PrimaryView = field(default_factory=PrimaryView)  # the servers' answers and the primary's plan
+    upgrade: UpgradeState | None = None  # a major upgrade's state (policy/major_upgrade.py)
 
 
 def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], now: str) -> dict[str, Any]:
@@ -75,6 +77,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         failures=failures,
         primary=(view.plan.state, view.plan.message),
         routing=routing_gap(release, target, pods, observation.routes) if pods else None,
+        upgrading=happened.upgrade.message if happened.upgrade and happened.upgrade.phase in UNDER_WAY else None,
     )
     phase, ready, reason, message = assessment.phase, assessment.ready, assessment.reason, assessment.message
 
@@ -115,6 +118,8 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
     status.update(primary_status(release, view, pods, previous))
     if happened.applied:
         status["release"] = happened.applied
+    if happened.upgrade is not None:
+        status["upgrade"] = happened.upgrade.as_status()
     backup = {**backups.facts(observation.cronjob, observation.jobs), **happened.on_demand}
     known = (previous.get("backup") or {}).get("lastVerification") or {}
     verified = backups.verification(observation.jobs, backup.get("lastVerificationJob"), known)

@@ -54,12 +54,14 @@ def assess(
     failures: list[str],
     primary: tuple[str, str] = ("Serving", ""),
     routing: str | None = None,
+    upgrading: str | None = None,
 ) -> Assessment:
     """The first that holds: a problem, hibernation, not installed, the primary down or moving, all ready
     and routed, failing pods, rolling out.
 
     primary: where the primary's plan stands (policy/primary.py) and why; routing: what a Service does not
-    route to yet (status/primary.py), None when both route where they should."""
+    route to yet (status/primary.py), None when both route where they should; upgrading: what a major
+    upgrade that stopped the pods does (policy/major_upgrade.py)."""
     if problem:
         return Assessment(FAILED, False, problem.reason, problem.message)
     if hibernating:
@@ -67,6 +69,8 @@ def assess(
         return Assessment(HIBERNATED, False, "Hibernated", message)
     if not installed:
         return Assessment(PENDING, False, "Pending", "the release is not installed yet")
+    if upgrading is not None:
+        return Assessment(DEPLOYING, False, "MajorUpgrade", upgrading)
     state, why = primary
     if state in PRIMARY_DOWN:
         return Assessment(DEGRADED, False, state, why)

@@ -1,0 +1,77 @@
+"""The Job of a major upgrade, from the new major's StatefulSet as the chart renders it. Pure.
+
+Its pod is the database's pod on the primary's volume: the same scheduling,
+security contexts, scripts and credentials, so a platform's patches and
+policies hold for it too. The old major's image copies its programs into a
+scratch volume first (scripts/old-binaries.sh); the new one runs
+scripts/major-upgrade.sh. Tried once: a refused check fails the same way
+every time, and the data is untouched until pg_upgrade succeeds."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .. import names
+
+Object = dict[str, Any]
+OLD_ROOT = "/old"
+# Enough for one major's server, share files and libraries (about 100 MB for Debian's 15).
+OLD_ROOT_SIZE = "512Mi"
+KEPT_VOLUMES = ("scripts", "credentials", "run", "tmp")
+
+
+def major_upgrade_job(statefulset: Object, release: str, job_name: str, primary: str, old_image: str) -> Object:
+    """A Job that upgrades PRIMARY's volume to the major STATEFULSET runs, the old programs from OLD_IMAGE."""
+    template = copy.deepcopy(statefulset["spec"]["template"])
+    pod = template["spec"]
+    bootstrap = next(c for c in pod["initContainers"] if c["name"] == "bootstrap")
+    mounts = [m for m in bootstrap.get("volumeMounts") or [] if m["name"] in ("data", *KEPT_VOLUMES)]
+    old_mount = {"name": "old", "mountPath": OLD_ROOT}
+    env = [e for e in bootstrap.get("env") or [] if e["name"] in ("PGDATA", "CREDENTIALS_DIR")]
+    env.append({"name": "OLD_ROOT", "value": OLD_ROOT})
+    common = {
+        key: bootstrap[key]
+        for key in ("imagePullPolicy", "resources", "securityContext", "terminationMessagePolicy")
+        if key in bootstrap
+    }
+    pod["initContainers"] = [
+        {
+            **common,
+            "name": "old-binaries",
+            "image": old_image,
+            "command": ["/bin/sh", "/scripts/old-binaries.sh"],
+            "env": [{"name": "OLD_ROOT", "value": OLD_ROOT}],
+            "volumeMounts": [m for m in mounts if m["name"] in ("scripts", "tmp")] + [old_mount],
+        }
+    ]
+    pod["containers"] = [
+        {
+            **common,
+            "name": "major-upgrade",
+            "image": bootstrap["image"],
+            "command": ["/bin/sh", "/scripts/major-upgrade.sh"],
+            "env": env,
+            "volumeMounts": [*mounts, old_mount],
+        }
+    ]
+    claim = f"{names.DATA_CLAIM_TEMPLATE}-{primary}"
+    pod["volumes"] = [v for v in pod.get("volumes") or [] if v["name"] in KEPT_VOLUMES] + [
+        {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
+        {"name": "old", "emptyDir": {"sizeLimit": OLD_ROOT_SIZE}},
+    ]
+    pod["restartPolicy"] = "Never"
+    pod.pop("terminationGracePeriodSeconds", None)
+    labels = {**names.selector_labels(release), names.COMPONENT_LABEL: names.MAJOR_UPGRADE_COMPONENT}
+    template["metadata"] = {"labels": labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": statefulset["metadata"]["namespace"],
+            "labels": labels,
+            "ownerReferences": copy.deepcopy(statefulset["metadata"].get("ownerReferences") or []),
+        },
+        "spec": {"backoffLimit": 0, "template": template},
+    }
