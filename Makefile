@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test check test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive
+.PHONY: demo test check test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive bench-upgrade
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -62,6 +62,9 @@ bench-failover: venv tools $(VENV)/.bench-installed ## failover and switchover o
 
 bench-archive: venv tools $(VENV)/.bench-installed ## the continuous archive on the real node: its lag (the recovery point objective) and a restore's time (after make demo; docs/backups.md)
 	$(PY) -m bench.archive
+
+bench-upgrade: venv tools $(VENV)/.bench-installed ## a major upgrade (15 to 17) on the real node: how long writes stop and the whole takes (after make demo; docs/upgrading.md)
+	$(PY) -m bench.upgrade
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'

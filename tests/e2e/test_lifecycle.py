@@ -135,14 +135,14 @@ def test_minor_version_change_rolls_replicas_first_primary_last(cluster, operato
     assert status(cluster, namespace, "roll")["pendingRestart"] is False
 
 
-def test_major_version_change_is_refused_with_the_supported_path(cluster, operator, namespace):
-    """15 -> 16 in place is refused at admission, with the supported path in the message; 15.2 -> 15.4 is not."""
-    apply_db(cluster, namespace, "major", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
+def test_an_earlier_major_is_refused_with_the_supported_path(cluster, operator, namespace):
+    """16 -> 15 in place is refused at admission, with the supported path in the message; 16.1 -> 16.4 is not."""
+    apply_db(cluster, namespace, "major", {"replicas": 1, "version": "16.1", "storage": "1Gi"})
     refused = cluster.kubectl("patch", "-n", namespace, "mydb/major", "--type=merge", "-p",
-                              '{"spec":{"version":"16.1"}}', check=False)
+                              '{"spec":{"version":"15.2"}}', check=False)
     assert refused.returncode != 0
     assert "spec.version" in refused.stderr and "restore" in refused.stderr
-    patch_spec(cluster, namespace, "major", {"version": "15.4"})
+    patch_spec(cluster, namespace, "major", {"version": "16.4"})
     wait_ready(cluster, namespace, "major")
 
 

@@ -1,0 +1,90 @@
+"""A major upgrade in place on real pods: 15 to 17 with pg_upgrade --link (policy/major_upgrade.py), and one that
+pg_upgrade --check refuses, which leaves the database serving on 15 with the reason in status."""
+
+from __future__ import annotations
+
+import pytest
+
+from .realnode import images
+from .test_real_postgres import ROW_FACTS, create_db, rows, sql, wait_streaming, write_rows
+from .waiting import get_json, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def status(cluster, namespace: str, name: str) -> dict:
+    return get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}
+
+
+def upgrade_phase(cluster, namespace: str, name: str) -> str:
+    return (status(cluster, namespace, name).get("upgrade") or {}).get("phase", "")
+
+
+def events(cluster, namespace: str, name: str, reason: str) -> list[dict]:
+    listed = get_json(cluster, "-n", namespace, "events", "--field-selector",
+                      f"reason={reason},involvedObject.kind=MyDatabase,involvedObject.name={name}")
+    return listed.get("items") or []
+
+
+def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_serving(
+        cluster, real_operator, namespace):
+    """Two databases at 15.2 with rows, both asked for the local 17: "up" (3 pods) is stopped, upgraded on its
+    primary's volume, started on 17 with its replicas cloned again: every pod runs 17 from the trixie image
+    (hack/images.sh's POSTGRES17_IMAGE: this is also the test that the local 17 runs),
+    every row is there, the replicas stream, status and Events tell it. "stuck" has a regproc column, which
+    pg_upgrade cannot carry over: its check fails, the data is untouched, the pod runs 15.2 again with the rows,
+    and status says why. The operator is killed in the middle and goes on once restarted. Going back a major is
+    refused at admission."""
+    image = images()["POSTGRES17_IMAGE"]
+    version = image.rsplit(":", 1)[1]
+    create_db(cluster, namespace, "up", replicas=3)
+    create_db(cluster, namespace, "stuck", replicas=1)
+    for name in ("up", "stuck"):
+        wait_for(f"mydb/{name} Ready", lambda: status(cluster, namespace, name).get("ready") is True, timeout=300)
+    wait_streaming(cluster, namespace, "up-0", 2)
+    write_rows(cluster, namespace, "up-0")
+    write_rows(cluster, namespace, "stuck-0")
+    sql(cluster, namespace, "stuck-0", "create table refs (f regproc)")
+    for name in ("up", "stuck"):
+        cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge",
+                        "-p", f'{{"spec": {{"version": "{version}"}}}}')
+
+    # The operator is killed while the pods are down for the upgrade, and started again: it goes on from status.
+    wait_for("up's pods stopping for the upgrade", lambda: upgrade_phase(cluster, namespace, "up") in (
+        "Stopping", "Upgrading") and events(cluster, namespace, "up", "MajorUpgradeStarted"), timeout=120, interval=0.3)
+    real_operator.crash()
+    real_operator.start()
+    wait_for("up upgraded", lambda: upgrade_phase(cluster, namespace, "up") == "Succeeded", timeout=600, interval=1)
+    wait_for("up Ready on 17", lambda: (lambda s: s.get("ready") is True and s.get("serverVersion") == version)(
+        status(cluster, namespace, "up")), timeout=300)
+    for pod in ("up-0", "up-1", "up-2"):
+        assert get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"] == image
+        assert sql(cluster, namespace, pod, "show server_version").startswith(f"{version} ")
+    assert [sql(cluster, namespace, pod, "select pg_is_in_recovery()") for pod in ("up-0", "up-1", "up-2")] == [
+        "f", "t", "t"]
+    wait_streaming(cluster, namespace, "up-0", 2)
+    for pod in ("up-0", "up-1", "up-2"):
+        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=60)
+    # ANALYZE ran: pg_upgrade carries no statistics over.
+    assert sql(cluster, namespace, "up-0", "select count(*) from pg_stats where tablename = 'kept'") != "0"
+    write_rows(cluster, namespace, "up-0", 101, 110)  # and it takes writes
+    told = status(cluster, namespace, "up")["upgrade"]
+    assert (told["fromVersion"], told["toVersion"], told["primary"]) == ("15.2", version, "up-0"), told
+    assert len(events(cluster, namespace, "up", "MajorUpgradeStarted")) == 1
+    assert len(events(cluster, namespace, "up", "MajorUpgradeSucceeded")) == 1
+
+    wait_for("stuck failed", lambda: upgrade_phase(cluster, namespace, "stuck") == "Failed", timeout=300)
+    failed = status(cluster, namespace, "stuck")["upgrade"]
+    assert "pg_upgrade --check" in failed["message"] and "reg* data types" in failed["message"], failed
+    assert "public.refs.f" in failed["message"], failed
+    wait_for("stuck Ready on 15 again", lambda: status(cluster, namespace, "stuck").get("ready") is True, timeout=300)
+    assert get_json(cluster, "-n", namespace, "pod", "stuck-0")["spec"]["containers"][0]["image"].endswith(":15.2")
+    assert sql(cluster, namespace, "stuck-0", "show server_version").startswith("15.")
+    assert rows(cluster, namespace, "stuck-0") == ROW_FACTS
+    [warning] = events(cluster, namespace, "stuck", "MajorUpgradeFailed")
+    assert warning["type"] == "Warning" and "reg* data types" in warning["message"]
+    assert events(cluster, namespace, "stuck", "BackupFailed") == []  # the Job is no backup
+
+    back = cluster.kubectl("patch", "-n", namespace, "mydb/up", "--type=merge",
+                           "-p", '{"spec": {"version": "15.2"}}', check=False)
+    assert back.returncode != 0 and "cannot go back a major" in back.stderr, back.stderr
