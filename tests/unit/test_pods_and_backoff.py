@@ -88,3 +88,17 @@ def test_a_broken_watch_lists_again_after_2_s_doubling_up_to_30_s() -> None:
 
     backoff = Backoff(first=RELIST_FIRST, ceiling=RELIST_CEILING)
     assert [backoff.failed() for _ in range(6)] == [2, 4, 8, 16, 30, 30]
+
+
+def test_a_jobs_pod_is_told_by_the_last_words_of_the_container_that_failed() -> None:
+    """The upgrade Job's reason in status: major-upgrade.sh's own line, not prefixed twice with its name."""
+    from mydb_operator.model.pods import failed_words
+
+    said = "Checking...\nmajor-upgrade: pg_upgrade --check from PostgreSQL 15 to 17 failed: reg* (public.refs.f)\n"
+    pod_ = {"status": {"initContainerStatuses": [
+        {"name": "old-binaries", "state": {"terminated": {"exitCode": 0, "message": "copied"}}}],
+        "containerStatuses": [{"name": "major-upgrade", "state": {"terminated": {"exitCode": 1, "message": said}}}]}}
+    assert failed_words(pod_) == "major-upgrade: pg_upgrade --check from PostgreSQL 15 to 17 failed: reg* (public.refs.f)"
+    pod_["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = "initdb: error: could not create\n"
+    assert failed_words(pod_) == "major-upgrade: initdb: error: could not create"
+    assert failed_words({"status": {}}) == ""

@@ -122,6 +122,17 @@ def _without_prefix(line: str) -> str:
     return line
 
 
+def failed_words(pod: Object) -> str:
+    """What the pod's first container that exited non-zero said last ("name: why"), or "": a Job's reason."""
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        ended = (container.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode") and (words := last_words(ended.get("message") or "")):
+            name = container.get("name")
+            return words if words.startswith(f"{name}:") else f"{name}: {words}"
+    return ""
+
+
 def _said(container: Object) -> str:
     """': <why>' from the container's last termination message (kept by FallbackToLogsOnError), or ''."""
     for state in (container.get("state") or {}, container.get("lastState") or {}):

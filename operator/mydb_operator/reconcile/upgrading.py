@@ -16,11 +16,20 @@ from ..helm.errors import HelmError
 from ..instances import commands
 from ..model.errors import SpecError
 from ..model.observation import Observation
-from ..model.pods import last_words
+from ..model.pods import failed_words
 from ..model.record import recorded_primary
 from ..model.spec import DatabaseSpec
 from ..model.statefulset import running_version
-from ..policy.major_upgrade import FAILED, UNDER_WAY, Facts, UpgradeState, job_outcome, known_state, next_step
+from ..policy.major_upgrade import (
+    FAILED,
+    UNDER_WAY,
+    UPGRADING,
+    Facts,
+    UpgradeState,
+    job_outcome,
+    known_state,
+    next_step,
+)
 from ..status.warnings import Event
 from .clock import now
 from .runtime import Runtime
@@ -70,7 +79,7 @@ async def keep_upgrade(
         pods=tuple(observed.pods),
         probes=topology.probes,
         job=job,
-        job_failure=await job_failure(runtime, namespace, job) if job_outcome(job) == FAILED else "",
+        job_failure=await job_failure(runtime, namespace, job) if ending(known, job) else "",
         retry=annotations.get(names.RETRY_UPGRADE_ANNOTATION, ""),
         now=now(),
         release=name,
@@ -91,6 +100,11 @@ async def keep_upgrade(
     return done
 
 
+def ending(known: UpgradeState | None, job: Object | None) -> bool:
+    """The Job failed and the upgrade does not know it yet (its pod is read once, not on every pass)."""
+    return known is not None and known.phase == UPGRADING and job_outcome(job) == FAILED
+
+
 async def job_failure(runtime: Runtime, namespace: str, job: Object | None) -> str:
     """Why the upgrade Job failed: its container's last words (major-upgrade.sh's refusal, pg_upgrade's)."""
     if job is None:
@@ -99,16 +113,8 @@ async def job_failure(runtime: Runtime, namespace: str, job: Object | None) -> s
         pods = await runtime.api.job_pods(namespace, job["metadata"]["name"])
     except API_FAILURES as error:
         return f"the Job {job['metadata']['name']} failed (its pod could not be read: {failure_detail(error)})"
-    for pod in pods:
-        statuses = (pod.get("status") or {}).get("initContainerStatuses", []) + (pod.get("status") or {}).get(
-            "containerStatuses", []
-        )
-        for container in statuses:
-            message = ((container.get("state") or {}).get("terminated") or {}).get("message")
-            if message and (container.get("state") or {}).get("terminated", {}).get("exitCode"):
-                words = last_words(message)
-                return words if words.startswith(f"{container['name']}:") else f"{container['name']}: {words}"
-    return ""
+    said = (failed_words(pod) for pod in pods)
+    return next((words for words in said if words), "")
 
 
 async def start_job(
