@@ -132,6 +132,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     started and resume the one they paused, unless MYDB_KEEP_CLUSTER keeps both for a later run."""
     if sharing.WORKER or os.environ.get("MYDB_KEEP_CLUSTER"):
         return
+    distributed = bool(session.config.getoption("numprocesses", None))  # xdist's controller collects nothing
+    if not distributed and not any("cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        return  # a run without cluster tests (units, charts) leaves a kept cluster to the run that uses it
     state = sharing.read_session()
     if not state:
         return
