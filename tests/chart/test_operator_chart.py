@@ -507,6 +507,14 @@ def test_platform_config_is_mounted_and_passed(render):
     assert not render().kinds("ConfigMap")
 
 
+def test_the_local_platform_config_is_a_valid_platform_value(render):
+    """examples/platform-local-node.yaml as the chart's `platform` value, as make demo passes it (its `majors`
+    key was once refused by this chart's schema: "additional properties 'majors' not allowed")."""
+    local = yaml.safe_load((CHART.parents[1] / "examples" / "platform-local-node.yaml").read_text())
+    out = render({"platform": local})
+    assert yaml.safe_load(out.one("ConfigMap")["data"]["platform.yaml"])["majors"] == [15, 17]
+
+
 def test_every_rendered_argument_is_one_the_operator_accepts(render):
     """The Deployment's args parse with the operator's own command line, every option on.
 

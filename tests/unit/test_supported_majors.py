@@ -55,3 +55,13 @@ def test_the_crd_says_the_supported_majors_in_words(version_schema: dict) -> Non
     assert f"supported majors are {words}" in rule["messageExpression"]
     assert f"Supported majors are {words}." in version_schema["description"]
     assert supported_range() == f"{SUPPORTED_MAJORS[0]}.x to {SUPPORTED_MAJORS[-1]}.x"
+
+
+def test_the_operator_charts_platform_majors_take_exactly_the_supported_ones() -> None:
+    """The operator chart's values schema checks a platform's `majors` (desired/platform.py) before the
+    operator sees them: the same range."""
+    import json
+
+    schema = json.loads((CRD_PATH.parents[1] / "charts" / "mydatabase-operator" / "values.schema.json").read_text())
+    items = schema["properties"]["platform"]["properties"]["majors"]["items"]
+    assert range(items["minimum"], items["maximum"] + 1) == SUPPORTED_MAJORS
