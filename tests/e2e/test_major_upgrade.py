@@ -70,6 +70,9 @@ def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_
     write_rows(cluster, namespace, "up-0", 101, 110)  # and it takes writes
     told = status(cluster, namespace, "up")["upgrade"]
     assert (told["fromVersion"], told["toVersion"], told["primary"]) == ("15.2", version, "up-0"), told
+    # Every pod stopped cleanly through its preStop hook, none of which was cut short by its server's exit.
+    hooks = get_json(cluster, "-n", namespace, "events", "--field-selector", "reason=FailedPreStopHook")
+    assert hooks.get("items") == [], [e["message"] for e in hooks["items"]]
     assert len(events(cluster, namespace, "up", "MajorUpgradeStarted")) == 1
     assert len(events(cluster, namespace, "up", "MajorUpgradeSucceeded")) == 1
 
