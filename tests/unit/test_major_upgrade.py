@@ -96,6 +96,9 @@ def test_a_spec_change_while_the_pods_are_down_waits_for_the_jobs_outcome():
     step = next_step(back, state(UPGRADING), facts(pods=(), job=job("Running")))
     assert step.hold == ("15.2", 0) and step.state is not None and step.state.phase == UPGRADING
     assert next_step(SPEC, state(UPGRADING), facts(pods=(), job=None)).start_job  # gone: made again
+    told = next_step(SPEC, state(UPGRADING, message="the upgrade Job could not be created: quota"),
+                     facts(pods=(), job=job("Running")))
+    assert told.state is not None and told.state.message.startswith("pg_upgrade of db-0's data from PostgreSQL 15.2")
 
 
 def test_a_succeeded_job_starts_the_new_major_then_analyze_finishes_it():

@@ -177,12 +177,13 @@ def under_way(spec: DatabaseSpec, known: UpgradeState, facts: Facts) -> UpgradeS
     if known.phase == STOPPING:
         if facts.pods:
             return UpgradeStep(known, hold=down)
-        message = f"pg_upgrade of {known.primary}'s data from PostgreSQL {known.from_version} to {known.to_version}"
         job = names.major_upgrade_job(facts.release, known.started_at)
-        return UpgradeStep(replace(known, phase=UPGRADING, message=message, job=job), hold=down, start_job=True)
+        upgrading = replace(known, phase=UPGRADING, message=upgrading_message(known), job=job)
+        return UpgradeStep(upgrading, hold=down, start_job=True)
     outcome = job_outcome(facts.job)
-    if outcome is None:
-        return UpgradeStep(known, hold=down, start_job=facts.job is None)
+    if outcome is None:  # the Job runs (the message again: a failed start may have told why it waited), or is made
+        running = replace(known, message=upgrading_message(known)) if facts.job is not None else known
+        return UpgradeStep(running, hold=down, start_job=facts.job is None)
     if outcome == FAILED:
         why = facts.job_failure or f"the Job {known.job} failed"
         failed = replace(known, phase=FAILED, message=why, finished_at=facts.now)
@@ -193,6 +194,10 @@ def under_way(spec: DatabaseSpec, known: UpgradeState, facts: Facts) -> UpgradeS
         )
     message = f"starting PostgreSQL {known.to_version} on the upgraded data; the replicas are cloned from it"
     return UpgradeStep(replace(known, phase=STARTING, message=message))
+
+
+def upgrading_message(known: UpgradeState) -> str:
+    return f"pg_upgrade of {known.primary}'s data from PostgreSQL {known.from_version} to {known.to_version}"
 
 
 def starting(known: UpgradeState, facts: Facts) -> UpgradeStep:

@@ -22,6 +22,7 @@ from ..model.spec import DatabaseSpec
 from ..model.statefulset import running_version
 from ..policy.major_upgrade import (
     FAILED,
+    STARTING,
     UNDER_WAY,
     UPGRADING,
     Facts,
@@ -86,12 +87,13 @@ async def keep_upgrade(
     )
     step = next_step(spec, known, facts)
     done = Upgrade(step.state, step.hold, [step.event] if step.event else [])
-    if step.state is not None and step.state.phase in ("Stopping", "Upgrading", "Starting"):
+    if step.state is not None and step.state.phase in (*UNDER_WAY, STARTING):
         done.recheck = RECHECK_SECONDS
     if step.start_job and step.state is not None:
         problem = await start_job(namespace, name, spec, step.state, observed, runtime, uid)
-        if problem is not None:
-            done.events.append(("Warning", "MajorUpgradeJobFailed", problem))
+        if problem is not None:  # said in status.upgrade, and tried again on the next pass (no Event each time)
+            log.warning("%s/%s: %s", namespace, name, problem)
+            done.state = dataclasses.replace(step.state, message=problem)
     if step.analyze and step.state is not None:
         servers = Servers(namespace, name, spec, runtime)
         pods = list(observed.pods)
