@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pyhelm3
@@ -146,3 +147,39 @@ def test_a_failure_gets_the_error_class_pyhelm3_would_give_it(tmp_path: Path, st
         del os.environ["FAKE_STDERR"]
     assert type(our_error.value) is type(their_error.value)
     assert (our_error.value.returncode, our_error.value.stderr) == (3, stderr.encode())
+
+
+STUBBORN = """#!{python}
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open("{pid}", "w") as pid:
+    pid.write(str(os.getpid()))
+time.sleep(30)
+"""
+
+
+def test_a_cancelled_run_whose_helm_ignores_sigterm_is_killed_in_time(tmp_path: Path, monkeypatch) -> None:
+    """Seen in CI: a Helm run that outlived its daemon's cancellation left its pipes to be closed after the event
+    loop (a traceback at the operator's exit). SIGTERM, then SIGKILL after STOP_SECONDS."""
+    from mydb_operator.helm import command as helm_command
+
+    monkeypatch.setattr(helm_command, "STOP_SECONDS", 1.0)
+    pid_file, helm = tmp_path / "pid", tmp_path / "helm"
+    helm.write_text(STUBBORN.format(python=sys.executable, pid=pid_file))
+    helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    command = OperatorCommand(post_renderer=None, environment=ENVIRONMENT, executable=str(helm))
+
+    async def cancel_a_run() -> float:
+        run = asyncio.create_task(command.run(["upgrade", "db"]))
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await asyncio.sleep(0.05)
+        run.cancel()
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        return asyncio.get_running_loop().time() - started
+
+    took = asyncio.run(cancel_a_run())
+    assert 0.9 < took < 3, took
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)

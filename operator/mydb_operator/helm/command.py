@@ -21,6 +21,7 @@ from .errors import HelmError
 # parse of the OpenAPI document: half of Helm's CPU per upgrade. pyhelm3's own
 # disable_validation option is broken (0.5.8 extends the command by characters).
 SKIP_CLIENT_VALIDATION = "--disable-openapi-validation"
+STOP_SECONDS = 5.0  # a cancelled Helm run's time to exit after SIGTERM, within the daemon's 10 s (handlers/daemon.py)
 
 
 class OperatorCommand(pyhelm3.Command):
@@ -63,7 +64,7 @@ class OperatorCommand(pyhelm3.Command):
 
     async def _helm(self, command: list[str], input: bytes | None) -> bytes:  # noqa: A002 (pyhelm3's name)
         """pyhelm3 0.5's Command.run, with one change: the subprocess gets `self.environment`, not a copy
-        of os.environ. Same shell command, log lines, cancellation and error classes."""
+        of os.environ, and Helm runs itself, not under a shell. The same log lines and error classes."""
         argv: list[Any] = [self._executable, *command]
         if self._kubeconfig:
             argv.extend(["--kubeconfig", self._kubeconfig])
@@ -75,11 +76,11 @@ class OperatorCommand(pyhelm3.Command):
             argv.extend(["--kube-token", self._kubetoken])
         if self._insecure_skip_tls_verify:
             argv.append("--kube-insecure-skip-tls-verify")
-        shell_command = shlex.join(str(part) for part in argv)
         logged = shlex.join(_logged(str(part)) for part in argv)
         self._logger.info("running command: %s", logged)
-        process = await asyncio.create_subprocess_shell(
-            shell_command,
+        # Helm itself, not a shell around it (pyhelm3's way): a cancelled run's signals must reach Helm.
+        process = await asyncio.create_subprocess_exec(
+            *(str(part) for part in argv),
             stdin=asyncio.subprocess.PIPE if input is not None else None,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -88,18 +89,27 @@ class OperatorCommand(pyhelm3.Command):
         try:
             stdout, stderr = await process.communicate(input)
         except asyncio.CancelledError:
-            # Cancelled: stop Helm, let it exit, then cancel on.
-            try:
-                process.terminate()
-                await process.communicate()
-            except ProcessLookupError:
-                pass
+            await stop(process)
             raise
         if process.returncode == 0:
             self._logger.info("command succeeded: %s", logged)
             return stdout
         self._logger.warning("command failed: %s", logged)
         raise failure(process.returncode or 1, stdout, stderr)
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    """Stop a cancelled Helm run within STOP_SECONDS: SIGTERM (Helm marks the release failed), then SIGKILL.
+    Helm that took longer to exit outlived its daemon's cancellation (kopf orphans it after 10 s), and its
+    pipes were closed after the event loop: a traceback at the operator's exit."""
+    try:
+        process.terminate()
+        await asyncio.wait_for(process.communicate(), STOP_SECONDS)
+    except ProcessLookupError:
+        return
+    except (TimeoutError, asyncio.CancelledError):
+        process.kill()
+        await process.communicate()  # to the pipes' end: their transports close while the loop runs
 
 
 def _logged(argument: str) -> str:
