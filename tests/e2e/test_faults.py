@@ -570,7 +570,8 @@ def test_statefulset_scaled_by_hand_is_scaled_back(cluster, operator, namespace)
     wait_for("StatefulSet back at 2", lambda: sts_replicas(cluster, namespace, "drift") == 2, timeout=30)
     wait_ready(cluster, namespace, "drift")
     assert status(cluster, namespace, "drift")["readyReplicas"] == 2
-    assert logged(operator, f"{namespace}/drift: ", "the StatefulSet has 4 replicas instead of 2")
+    said = [line for line in operator.log_since_start().splitlines() if f"{namespace}/drift: " in line]
+    assert any("putting back" in line and "the StatefulSet has 4 replicas instead of 2" in line for line in said), said
 
 
 def test_deleted_backup_cronjob_is_recreated(cluster, operator, namespace):
