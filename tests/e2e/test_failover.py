@@ -131,7 +131,7 @@ def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cl
         return len(replaced) == 3
     wait_for("every pod replaced", all_replaced, timeout=600, interval=0.3)
     assert replaced[-1] == primary, replaced
-    wait_for("the new version everywhere", lambda: status(cluster, namespace).get("version") == "15.3"
+    wait_for("the new image everywhere", lambda: status(cluster, namespace).get("image", "").endswith(":15.3")
              and not status(cluster, namespace).get("pendingRestart")
              and status(cluster, namespace).get("ready"), timeout=300)
     writes = writer.halt()
@@ -147,7 +147,7 @@ def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cl
     # The tag says 15.3; the server says what it runs (Debian's 15.x under both stand-ins).
     number = int(sql_at(cluster, namespace, new_primary, "show server_version_num") or 0)
     runs = f"{number // 10000}.{number % 10000}"
-    wait_for(f"status.serverVersion {runs} and every instance at it", lambda: (lambda f: f.get("serverVersion") == runs
+    wait_for(f"status.version {runs} and every instance at it", lambda: (lambda f: f.get("version") == runs
              and {entry.get("version") for entry in f["instances"]} == {runs})(status(cluster, namespace)), timeout=30)
 
 

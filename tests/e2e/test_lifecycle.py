@@ -129,7 +129,7 @@ def test_minor_version_change_rolls_replicas_first_primary_last(cluster, operato
     thread.join(timeout=120)
     # The order in which each pod was first replaced (a loaded controller may replace one twice).
     assert list(dict.fromkeys(deleted)) == ["roll-2", "roll-1", "roll-0"], deleted
-    wait_for("running 15.4", lambda: status(cluster, namespace, "roll").get("version") == "15.4")
+    wait_for("deployed at 15.4", lambda: status(cluster, namespace, "roll").get("image", "").endswith(":15.4"))
     wait_ready(cluster, namespace, "roll")
     assert status(cluster, namespace, "roll")["lastOperation"]["type"] == "VersionChange"
     assert status(cluster, namespace, "roll")["pendingRestart"] is False

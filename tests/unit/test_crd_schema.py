@@ -154,7 +154,7 @@ def test_printer_columns(version):
     assert columns == [
         ("Replicas", ".spec.replicas", "integer"),
         ("Ready", ".status.readyReplicas", "integer"),
-        ("Version", ".spec.version", "string"),
+        ("Version", ".status.version", "string"),
         ("Phase", ".status.phase", "string"),
         ("Age", ".metadata.creationTimestamp", "date"),
     ]

@@ -126,15 +126,15 @@ def test_a_server_that_goes_away_mid_statement_is_unreachable_not_a_crash(monkey
 
 
 def test_status_says_which_version_each_server_runs_and_keeps_the_primarys_while_it_is_silent():
-    """The image's tag is what was deployed; serverVersion is what the primary's server says it runs (the 15.2
+    """The image's tag is what was deployed; status.version is what the primary's server says it runs (the 15.2
     and 15.3 stand-ins here both hold Debian's 15.x)."""
     view = PrimaryView(probes={"db-0": InstanceFacts("db-0", False, 1, 10, version="15.14"),
                                "db-1": InstanceFacts("db-1", True, 1, 10, version="15.13")})
     fields = primary_status("db", view, [pod("db-0", role="primary"), pod("db-1")], {})
-    assert fields["serverVersion"] == "15.14"
+    assert fields["version"] == "15.14"
     assert [entry["version"] for entry in fields["instances"]] == ["15.14", "15.13"]
     silent = PrimaryView(probes={"db-0": Unreachable("db-0", "x")})
-    assert primary_status("db", silent, [pod("db-0", role="primary")], fields)["serverVersion"] == "15.14"
+    assert primary_status("db", silent, [pod("db-0", role="primary")], fields)["version"] == "15.14"
 
 
 @pytest.mark.parametrize("number, version", [(150014, "15.14"), (170002, "17.2"), (130000, "13.0")])

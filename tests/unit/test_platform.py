@@ -1,5 +1,7 @@
 """Platform customization: precedence, patches of both kinds, bad configs refused whole."""
 
+import re
+
 import pytest
 
 from mydb_operator.desired.platform import (PlatformError, apply_values, denied, merge, parse_platform,
@@ -120,6 +122,32 @@ def test_a_major_the_platform_has_no_image_for_is_refused_before_anything_is_mad
                                         r"images for 15, 17"):
         database_values("db", parse_spec({**SPEC, "version": "16.4"}), platform)
     assert parse_platform({}).majors == (13, 14, 15, 16, 17)
+
+
+PIN_15, PIN_17 = "sha256:" + "1" * 64, "sha256:" + "7" * 64
+
+
+def test_a_pinning_platform_runs_each_pinned_version_from_its_digest_and_refuses_the_others():
+    platform = parse_platform({"majors": [15, 17], "imageDigests": {"15.2": PIN_15, "17.6": PIN_17}})
+    image = database_values("db", parse_spec(SPEC), platform)["image"]
+    assert (image["tag"], image["digest"]) == ("15.2", PIN_15)
+    assert database_values("db", parse_spec({**SPEC, "version": "17.6"}), platform)["image"]["digest"] == PIN_17
+    with pytest.raises(SpecError, match=r"spec.version: PostgreSQL 15.3 has no pinned image on this platform, "
+                                        r"which pins 15.2, 17.6"):
+        database_values("db", parse_spec({**SPEC, "version": "15.3"}), platform)
+    assert "digest" not in database_values("db", parse_spec(SPEC), parse_platform({}))["image"]
+
+
+@pytest.mark.parametrize("pins, says", [
+    (["15.2"], "must map versions to digests"),
+    ({15.2: PIN_15}, "is not a MAJOR.MINOR version"),
+    ({"16.1": PIN_15}, "16.1 is of a major the platform does not offer"),
+    ({"15.2": "sha256:abc"}, "imageDigests.15.2: must be sha256:<64 lowercase hex>"),
+    ({"15.2": PIN_15}, "majors offers 17 but no version of it is pinned"),
+])
+def test_bad_pins_stop_the_operator_with_the_entry_named(pins, says):
+    with pytest.raises(PlatformError, match=re.escape(says)):
+        parse_platform({"majors": [15, 17], "imageDigests": pins})
 
 
 def test_the_local_platform_offers_the_majors_its_registry_builds():

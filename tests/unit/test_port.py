@@ -118,6 +118,10 @@ def test_the_start_up_check_renders_only_the_majors_the_platform_offers() -> Non
     helm = Counting()
     fit = asyncio.run(check_chart(helm, parse_platform({"majors": [15, 17]})))  # type: ignore[arg-type]
     assert (fit.problems, helm.tags) == ([], ["15.0", "17.0"])
+    pins = {"15.4": "sha256:" + "4" * 64, "15.2": "sha256:" + "2" * 64, "17.6": "sha256:" + "6" * 64}
+    helm.tags.clear()
+    fit = asyncio.run(check_chart(helm, parse_platform({"majors": [15, 17], "imageDigests": pins})))  # type: ignore[arg-type]
+    assert (fit.problems, helm.tags) == ([], ["15.2", "17.6"])  # a version each major pins
 
 
 def test_the_start_up_check_refuses_services_on_another_port() -> None:

@@ -262,3 +262,11 @@ def test_a_failing_pod_says_why_in_its_own_words_without_the_log_lines_time():
         "lastState": {"terminated": {"reason": "Error", "message": fatal}}}]}}
     assert pod_failure(crashing) == ('db-0: init container bootstrap keeps failing: '
                                      'FATAL:  invalid value for parameter "shared_buffers": "lots"')
+
+
+def test_status_image_is_the_deployed_reference_digest_and_all():
+    pinned = "127.0.0.1:16400/library/postgres:15.2@sha256:" + "a" * 64
+    deployed = statefulset()
+    deployed["spec"]["template"] = {"spec": {"containers": [{"name": "postgres", "image": pinned}]}}
+    assert status_of(Observation(statefulset=deployed, pods=[pod(0)]))["image"] == pinned
+    assert "image" not in status_of(Observation(statefulset=statefulset(), pods=[pod(0)]))

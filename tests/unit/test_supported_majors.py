@@ -65,3 +65,15 @@ def test_the_operator_charts_platform_majors_take_exactly_the_supported_ones() -
     schema = json.loads((CRD_PATH.parents[1] / "charts" / "mydatabase-operator" / "values.schema.json").read_text())
     items = schema["properties"]["platform"]["properties"]["majors"]["items"]
     assert range(items["minimum"], items["maximum"] + 1) == SUPPORTED_MAJORS
+
+
+def test_the_operator_charts_pinned_versions_are_the_versions_the_operator_reads() -> None:
+    """imageDigests' keys in the operator chart's schema accept exactly the versions VERSION_PATTERN does."""
+    import json
+
+    schema = json.loads((CRD_PATH.parents[1] / "charts" / "mydatabase-operator" / "values.schema.json").read_text())
+    keys = re.compile(schema["properties"]["platform"]["properties"]["imageDigests"]["propertyNames"]["pattern"])
+    for major in CANDIDATE_MAJORS:
+        for minor in MINORS:
+            version = f"{major}.{minor}"
+            assert bool(keys.search(version)) == bool(VERSION_PATTERN.match(version)), version

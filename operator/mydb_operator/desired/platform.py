@@ -13,12 +13,14 @@ one YAML file (`--platform-config`, mounted from the operator chart's
         patch: [{op: add, path: /spec/template/spec/priorityClassName, value: databases}]
     deniedParameters: [shared_preload_libraries]
     majors: [15, 17]   # the PostgreSQL majors the platform has images for (default: every supported one)
+    imageDigests: {"15.2": "sha256:…", "17.6": "sha256:…"}   # pinned images: only these versions run
 """
 
 from __future__ import annotations
 
 import copy
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from ..model.versions import SUPPORTED_MAJORS
+from ..model.versions import SUPPORTED_MAJORS, VERSION_PATTERN, major
 
 # postgresql.conf settings a MyDatabase may not set: the scripts and the chart
 # own them, or they trade durability away.
@@ -69,6 +71,9 @@ DENIED_PARAMETERS = frozenset(
 )
 
 
+DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
 class PlatformError(ValueError):
     """The platform config is unusable; the operator refuses to start with it."""
 
@@ -90,6 +95,7 @@ class Platform:
     object_patches: tuple[ObjectPatch, ...] = ()
     denied_parameters: frozenset[str] = DENIED_PARAMETERS
     majors: tuple[int, ...] = tuple(SUPPORTED_MAJORS)  # those it has images for
+    image_digests: dict[str, str] = field(default_factory=dict)  # version -> digest; set: only these run
     source: dict[str, Any] = field(default_factory=dict)  # as written, for the post-renderer's file
 
 
@@ -105,7 +111,7 @@ def _patch(where: str, operations: Any) -> jsonpatch.JsonPatch:
 def parse_platform(config: dict[str, Any] | None) -> Platform:
     """Check every part of the config up front: a bad patch stops the operator, never half-applies."""
     config = config or {}
-    unknown = set(config) - {"values", "valuePatches", "objectPatches", "deniedParameters", "majors"}
+    unknown = set(config) - {"values", "valuePatches", "objectPatches", "deniedParameters", "majors", "imageDigests"}
     if unknown:
         raise PlatformError(f"unknown keys in the platform config: {', '.join(sorted(unknown))}")
     values = config.get("values") or {}
@@ -127,14 +133,36 @@ def parse_platform(config: dict[str, Any] | None) -> Platform:
     if not isinstance(majors, list) or not majors or not all(m in SUPPORTED_MAJORS for m in majors):
         supported = ", ".join(str(m) for m in SUPPORTED_MAJORS)
         raise PlatformError(f"majors: must be a non-empty list of supported majors ({supported}), got {majors!r}")
+    digests = parse_image_digests(config.get("imageDigests") or {}, majors)
     return Platform(
         values=copy.deepcopy(values),
         majors=tuple(sorted(set(majors))),
+        image_digests=digests,
         value_patches=_patch("valuePatches", config.get("valuePatches") or []),
         object_patches=tuple(object_patches),
         denied_parameters=DENIED_PARAMETERS | frozenset(denied),
         source=copy.deepcopy(config),
     )
+
+
+def parse_image_digests(pins: Any, majors: list[int]) -> dict[str, str]:
+    """imageDigests: MAJOR.MINOR -> sha256 digest, each of an offered major."""
+    if not isinstance(pins, dict):
+        raise PlatformError('imageDigests: must map versions to digests, e.g. {"15.2": "sha256:<64 hex>"}')
+    for version, digest in pins.items():
+        if not isinstance(version, str) or not VERSION_PATTERN.match(version):
+            raise PlatformError(f"imageDigests: {version!r} is not a MAJOR.MINOR version (quote it in YAML)")
+        if major(version) not in majors:
+            raise PlatformError(f"imageDigests: {version} is of a major the platform does not offer (majors)")
+        if not isinstance(digest, str) or not DIGEST_PATTERN.match(digest):
+            raise PlatformError(f"imageDigests.{version}: must be sha256:<64 lowercase hex>, got {digest!r}")
+    unpinned_majors = sorted(set(majors) - {major(version) for version in pins}) if pins else []
+    if unpinned_majors:
+        listed = ", ".join(str(m) for m in unpinned_majors)
+        raise PlatformError(
+            f"imageDigests: majors offers {listed} but no version of it is pinned: pin one, or take it out of majors"
+        )
+    return dict(pins)
 
 
 def load_platform(path: Path | None) -> Platform:
@@ -190,6 +218,20 @@ def unoffered(platform: Platform, major: int) -> str | None:
         return None
     offered = ", ".join(str(m) for m in platform.majors)
     return f"PostgreSQL {major} is not offered by this platform, which has images for {offered}"
+
+
+def unpinned(platform: Platform, version: str) -> str | None:
+    """Why VERSION cannot run on a platform that pins its images by digest (none pinned for it), or None."""
+    if not platform.image_digests or version in platform.image_digests:
+        return None
+    pinned = ", ".join(sorted(platform.image_digests, key=lambda v: tuple(int(p) for p in v.split("."))))
+    return f"PostgreSQL {version} has no pinned image on this platform, which pins {pinned}"
+
+
+def probe_version(platform: Platform, offered: int) -> str:
+    """A version of major OFFERED the platform can run, for rendering the chart at start-up."""
+    pinned = [v for v in platform.image_digests if major(v) == offered]
+    return min(pinned, key=lambda v: int(v.split(".")[1])) if pinned else f"{offered}.0"
 
 
 def denied(platform: Platform, parameters: Mapping[str, str]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 from .. import names
 from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec
-from .platform import Platform, apply_values, denied, unoffered
+from .platform import Platform, apply_values, denied, unoffered, unpinned
 
 
 def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def database_values(
     chart_keys: the keys the chart's values.yaml declares (value_keys; None: the bundled chart's).
 
     The one place values are made, for the operator and for `render`/`values` alike."""
-    if (why := unoffered(platform, spec.major)) is not None:
+    if (why := unoffered(platform, spec.major) or unpinned(platform, spec.version)) is not None:
         raise SpecError("version", why)
     refused = denied(platform, spec.postgresql_parameters)
     if refused:
@@ -110,7 +110,10 @@ def database_values(
             "postgresql.parameters",
             f"{', '.join(refused)} cannot be set here: the operator manages them, or they trade durability away",
         )
-    values = apply_values(platform, build_values(name, spec))
+    own = build_values(name, spec)
+    if spec.version in platform.image_digests:
+        own["image"] = {**own.get("image", {}), "digest": platform.image_digests[spec.version]}
+    values = apply_values(platform, own)
     for key in NEWER_VALUES:
         if chart_keys is not None and key not in chart_keys:
             if key == "replication" and spec.synchronous:

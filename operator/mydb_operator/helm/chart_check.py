@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import names
-from ..desired.platform import Platform, PlatformError
+from ..desired.platform import Platform, PlatformError, probe_version
 from ..desired.values import database_values, postgres_port, value_keys
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
@@ -117,7 +117,7 @@ async def check_chart(helm: Helm, platform: Platform) -> ChartFit:
         spec = parse_spec(
             {
                 "replicas": 2,
-                "version": f"{major}.0",
+                "version": probe_version(platform, major),
                 "storage": "1Gi",
                 "backup": {"schedule": "0 2 * * *"},
                 "restore": {"fromDatabase": "source"},

@@ -28,14 +28,17 @@ def image_tag(reference: str) -> str | None:
     return tag if colon and "/" not in tag and path else None
 
 
+def postgres_image(statefulset: Object | None) -> str | None:
+    """The image reference of the StatefulSet's postgres container, as deployed."""
+    containers = (((statefulset or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
+    return next((c["image"] for c in containers if c["name"] == names.POSTGRES_CONTAINER), None)
+
+
 def running_version(statefulset: Object | None) -> str | None:
     """The PostgreSQL version the StatefulSet runs: its postgres image's tag, when it reads MAJOR.MINOR."""
-    containers = (((statefulset or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
-    for container in containers:
-        if container["name"] == names.POSTGRES_CONTAINER:
-            tag = image_tag(container["image"])
-            return tag if tag is not None and VERSION_PATTERN.match(tag) else None
-    return None
+    image = postgres_image(statefulset)
+    tag = image_tag(image) if image else None
+    return tag if tag is not None and VERSION_PATTERN.match(tag) else None
 
 
 def pending_restart(statefulset: Object | None, pods: list[Object]) -> list[str]:

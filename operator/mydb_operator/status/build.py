@@ -13,7 +13,7 @@ from ..model.observation import Observation
 from ..model.pods import is_ready, pod_failure, pod_ordinal
 from ..model.record import recorded_primary
 from ..model.spec import DatabaseSpec
-from ..model.statefulset import pending_restart, running_version
+from ..model.statefulset import pending_restart, postgres_image
 from ..model.timestamps import parse_time
 from ..policy import backups
 from ..policy.archive import archive_health, archive_status, base_backups
@@ -107,9 +107,9 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         "conditions": conditions,
         "endpoints": endpoints(wanted.namespace, release, wanted.port),
     }
-    running = running_version(observation.statefulset)
-    if running:
-        status["version"] = running
+    image = postgres_image(observation.statefulset)
+    if image:
+        status["image"] = image
     restarting = pending_restart(observation.statefulset, pods)
     status["pendingRestart"] = bool(restarting)
     if happened.operation:
@@ -125,6 +125,9 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
     verified = backups.verification(observation.jobs, backup.get("lastVerificationJob"), known)
     if verified:
         backup["lastVerification"] = verified
+    earlier = (previous.get("backup") or {}).get(backups.EARLIER_MAJORS)
+    if earlier:
+        backup[backups.EARLIER_MAJORS] = earlier
     archive = archive_entry(release, spec, view, previous, now)
     if archive and spec is not None and spec.backup is not None:
         backup["archive"] = archive

@@ -86,7 +86,7 @@ def last_moves(record: PrimaryRecord | None, previous: dict[str, Any]) -> dict[s
 
 def primary_status(release: str, view: PrimaryView, pods: list[Object], previous: dict[str, Any]) -> dict[str, Any]:
     """status.primary (the last pod confirmed serving as primary), targetPrimary (the record), timeline,
-    serverVersion (what the primary's server runs, as last known), instances, lastFailover and lastSwitchover."""
+    version (what the primary's server runs, as last known), instances, lastFailover and lastSwitchover."""
     fields: dict[str, Any] = {"targetPrimary": recorded_primary(release, view.record)}
     if pods:
         primary = confirmed_primary(release, view, pods) or previous.get("primary")
@@ -95,9 +95,9 @@ def primary_status(release: str, view: PrimaryView, pods: list[Object], previous
         facts = view.probes.get(fields["targetPrimary"])
         if isinstance(facts, InstanceFacts) and facts.timeline is not None:
             fields["timeline"] = facts.timeline
-        running = facts.version if isinstance(facts, InstanceFacts) else previous.get("serverVersion")
+        running = facts.version if isinstance(facts, InstanceFacts) else previous.get("version")
         if running:
-            fields["serverVersion"] = running
+            fields["version"] = running
         found = instances(release, view, pods, previous.get("instances"))
         if found:
             fields["instances"] = found
