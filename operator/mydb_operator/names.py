@@ -122,9 +122,10 @@ def backup_cronjob(release: str) -> str:
     return f"{release}-backup"
 
 
-def first_base_backup_job(release: str) -> str:
-    """The Job of a new database's first base backup; a backup-now value's Job ends in 8 hex digits instead."""
-    return f"{release}-backup-first"
+def first_base_backup_job(release: str, major: int) -> str:
+    """The Job of the first base backup of a database's archive at MAJOR (a new database's, or one upgraded
+    to MAJOR in place); a backup-now value's Job ends in 8 hex digits instead."""
+    return f"{release}-backup-first-{major}"
 
 
 def verification_job(release: str, token: str) -> str:

@@ -1,5 +1,6 @@
-"""A major upgrade in place on real pods: 15 to 17 with pg_upgrade --link (policy/major_upgrade.py), and one that
-pg_upgrade --check refuses, which leaves the database serving on 15 with the reason in status."""
+"""A major upgrade in place on real pods: 15 to 17 with pg_upgrade --link (policy/major_upgrade.py), its continuous
+archive kept apart for 15 and started afresh for 17, and one that pg_upgrade --check refuses, which leaves the
+database serving on 15 with the reason in status."""
 
 from __future__ import annotations
 
@@ -34,15 +35,19 @@ def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_
     every row is there, the replicas stream, status and Events tell it. "stuck" has a regproc column, which
     pg_upgrade cannot carry over: its check fails, the data is untouched, the pod runs 15.2 again with the rows,
     and status says why. The operator is killed in the middle and goes on once restarted. Going back a major is
-    refused at admission."""
+    refused at admission. "up" has the continuous archive: its 15 base backups and WAL are kept under
+    postgresql-15/ and listed in status, 17 gets a base backup of its own at once, and a new 15 database
+    recovers from the 15 archive with every row."""
     image = images()["POSTGRES17_IMAGE"]
     version = image.rsplit(":", 1)[1]
-    create_db(cluster, namespace, "up", replicas=3)
+    create_db(cluster, namespace, "up", replicas=3, backup={"schedule": "0 3 * * *"})
     create_db(cluster, namespace, "stuck", replicas=1)
     for name in ("up", "stuck"):
         wait_for(f"mydb/{name} Ready", lambda: status(cluster, namespace, name).get("ready") is True, timeout=300)
     wait_streaming(cluster, namespace, "up-0", 2)
     write_rows(cluster, namespace, "up-0")
+    first_15 = wait_for("up's first base backup", lambda: (status(cluster, namespace, "up").get("backup") or {}).get(
+        "lastBaseBackup"), timeout=180)
     write_rows(cluster, namespace, "stuck-0")
     sql(cluster, namespace, "stuck-0", "create table refs (f regproc)")
     for name in ("up", "stuck"):
@@ -55,7 +60,7 @@ def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_
     real_operator.crash()
     real_operator.start()
     wait_for("up upgraded", lambda: upgrade_phase(cluster, namespace, "up") == "Succeeded", timeout=600, interval=1)
-    wait_for("up Ready on 17", lambda: (lambda s: s.get("ready") is True and s.get("serverVersion") == version)(
+    wait_for("up Ready on 17", lambda: (lambda s: s.get("ready") is True and s.get("version") == version)(
         status(cluster, namespace, "up")), timeout=300)
     for pod in ("up-0", "up-1", "up-2"):
         assert get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"] == image
@@ -75,6 +80,21 @@ def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_
     assert hooks.get("items") == [], [e["message"] for e in hooks["items"]]
     assert len(events(cluster, namespace, "up", "MajorUpgradeStarted")) == 1
     assert len(events(cluster, namespace, "up", "MajorUpgradeSucceeded")) == 1
+
+    # The 15 archive is kept apart and listed; 17's starts with a base backup of its own.
+    backup = wait_for("a 17 base backup", lambda: (lambda b: b if b.get("lastBaseBackup") else None)(
+        status(cluster, namespace, "up").get("backup") or {}), timeout=180)
+    [earlier] = backup["earlierMajors"]
+    assert (earlier["major"], earlier["directory"], earlier["baseBackups"]) == (15, "postgresql-15", [first_15])
+    assert backup["lastBaseBackup"] > earlier["until"] and backup["firstBackupJob"] == "up-backup-first-17"
+    volume = cluster.kubectl("exec", "-n", namespace, "up-wal-0", "--", "sh", "-c",
+                             "cat /backups/PG_MAJOR /backups/postgresql-15/PG_MAJOR; ls /backups/base/*/data/PG_VERSION"
+                             " /backups/postgresql-15/base/*/data/PG_VERSION | wc -l").stdout.split()
+    assert volume == ["17", "15", "2"], volume
+    create_db(cluster, namespace, "old", replicas=1, restore={"fromDatabase": "up", "backup": "latest"})
+    wait_for("old Ready on 15", lambda: status(cluster, namespace, "old").get("ready") is True, timeout=300)
+    assert sql(cluster, namespace, "old-0", "show server_version").startswith("15.")
+    assert rows(cluster, namespace, "old-0") == ROW_FACTS  # every row up had on 15; 101-110 are 17's
 
     wait_for("stuck failed", lambda: upgrade_phase(cluster, namespace, "stuck") == "Failed", timeout=300)
     failed = status(cluster, namespace, "stuck")["upgrade"]

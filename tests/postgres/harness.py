@@ -494,9 +494,9 @@ class BackupJob:
         return sorted(p.name for p in self.backups.iterdir() if STAMP_RE.match(p.name))
 
     def files(self) -> list[str]:
-        """The dumps' level of the volume: every file, hidden and partial ones included (base/ and wal/, the
-        continuous archive's folders, are test_archive.py's)."""
-        return sorted(p.name for p in self.backups.iterdir() if p.name not in ("base", "wal"))
+        """The dumps' level of the volume: every file, hidden and partial ones included (base/, wal/ and
+        PG_MAJOR, the continuous archive's, are test_archive.py's)."""
+        return sorted(p.name for p in self.backups.iterdir() if p.name not in ("base", "wal", "PG_MAJOR"))
 
     def base_backups(self) -> list[str]:
         """The complete base backups; hidden (partial) ones are not listed."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -191,3 +192,61 @@ def test_a_moment_after_the_end_of_the_archive_is_refused_with_the_window(reques
     assert code == 1 and not served
     assert "pointInTime 2999-01-01T00:00:00Z is after the end of the archive" in copy_pod.logs(), copy_pod.logs()
     assert not copy_pod.pgdata.exists() or not any(copy_pod.pgdata.iterdir())
+
+
+def own_tree(machine: Machine, path: Path) -> None:
+    """Give what the test made under PATH to the machine's PostgreSQL user, as a volume's files would be."""
+    if machine.user:
+        for item in [path, *path.rglob("*")]:
+            shutil.chown(item, machine.user, machine.user)
+
+
+def test_an_older_majors_archive_is_moved_aside_by_the_next_base_backup(rendered, source):
+    """A backup volume whose base backups are PostgreSQL 14's (read from the newest one's PG_VERSION, as on a
+    volume from before PG_MAJOR) gets a 15 base backup: the 14 base/ and wal/ go to postgresql-14/, labelled,
+    and the volume is 15's from then on."""
+    volume = source.machine.mkdir(source.machine.root / "upgraded")
+    old_backup = volume / "base" / "20261101T020000Z" / "data"
+    old_backup.mkdir(parents=True)
+    (old_backup / "PG_VERSION").write_text("14\n")
+    (volume / "wal").mkdir()
+    (volume / "wal" / "000000010000000000000007").write_bytes(b"14's WAL")
+    own_tree(source.machine, volume)
+
+    result = BackupJob(source.machine, rendered, volume).script("base-backup.sh")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PostgreSQL 14's base backups and WAL are kept in" in result.stdout, result.stdout
+    kept = volume / "postgresql-14"
+    assert (kept / "PG_MAJOR").read_text().strip() == "14"
+    assert (kept / "base" / "20261101T020000Z" / "data" / "PG_VERSION").exists()
+    assert (kept / "wal" / "000000010000000000000007").read_bytes() == b"14's WAL"
+    assert (volume / "PG_MAJOR").read_text().strip() == "15"
+    [new] = [p for p in (volume / "base").iterdir() if not p.name.startswith(".")]
+    assert (new / "data" / "PG_VERSION").read_text().strip() == "15"
+
+
+def test_a_database_of_the_old_major_recovers_from_the_archive_an_upgrade_kept(request, machine, source):
+    """The source was upgraded to 16 in place: its 15 archive is under postgresql-15/ and the volume is 16's. A
+    new 15 database restoring from it recovers from postgresql-15/, to its end; with that folder gone, it is
+    refused with both majors named, and its data directory stays empty."""
+    source.pod.sql("INSERT INTO t (kind) SELECT 'fifteen' FROM generate_series(1, 7)")
+    source.archived()
+    source.pod.stop("fast")
+    source.archive.stop()
+    kept = source.backups / "postgresql-15"
+    kept.mkdir()
+    for part in ("base", "wal", "PG_MAJOR"):
+        (source.backups / part).rename(kept / part)
+    (source.backups / "PG_MAJOR").write_text("16\n")
+    own_tree(source.machine, source.backups)
+
+    copy_pod = restoring(request, machine, "old-major", source)
+    copy_pod.start(timeout=120)
+    assert copy_pod.sql(ROWS) == "fifteen:7"
+
+    kept.rename(source.backups / "elsewhere")
+    refused = restoring(request, machine, "no-old-major", source, pointInTime=utc_now_of(copy_pod))
+    code, served = refused.start_expecting_exit()
+    assert code == 1 and not served
+    assert "the archive in" in refused.logs() and "is PostgreSQL 16's and this is PostgreSQL 15" in refused.logs()
+    assert not refused.pgdata.exists() or not any(refused.pgdata.iterdir())

@@ -56,3 +56,23 @@ def test_health_is_false_only_while_the_last_backup_failed():
     failed = backups.health({"lastSuccessfulTime": T1, "lastFailedTime": T2, "lastFailedJob": "b"})
     assert failed[:2] == (False, "BackupFailed") and "Job b" in failed[2]
     assert backups.health({"lastSuccessfulTime": T3, "lastFailedTime": T2, "lastFailedJob": "b"})[0] is True
+
+
+def test_after_a_major_upgrade_the_old_archive_is_listed_apart_and_the_new_one_starts_empty():
+    previous = {"ready": False, "backup": {
+        "lastSuccessfulJob": "db-backup-1", "lastSuccessfulTime": "2026-12-01T02:00:00Z",
+        "firstBackupJob": "db-backup-first-15", "lastBaseBackup": "2026-12-01T02:00:00Z",
+        "baseBackups": ["2026-11-30T02:00:00Z", "2026-12-01T02:00:00Z"],
+        "firstRecoverablePoint": "2026-11-30T02:00:00Z", "archive": {"since": "2026-11-29T10:00:00Z"}}}
+    after = backups.for_a_new_major(previous, "15.2", "2026-12-03T18:00:00Z")
+    backup = after["backup"]
+    assert backup["earlierMajors"] == [{"major": 15, "directory": "postgresql-15", "until": "2026-12-03T18:00:00Z",
+                                        "baseBackups": ["2026-11-30T02:00:00Z", "2026-12-01T02:00:00Z"],
+                                        "firstRecoverablePoint": "2026-11-30T02:00:00Z"}]
+    for gone in ("archive", "baseBackups", "firstRecoverablePoint", "lastBaseBackup", "firstBackupJob"):
+        assert gone not in backup, gone
+    assert backup["lastSuccessfulJob"] == "db-backup-1"  # the Jobs' history goes on
+    # A second upgrade adds its major; the same one again replaces its entry.
+    later = backups.for_a_new_major(after, "17.6", "2027-06-01T00:00:00Z")["backup"]["earlierMajors"]
+    assert [e["major"] for e in later] == [15, 17] and "baseBackups" not in later[1]
+    assert previous["backup"]["baseBackups"]  # the status it was given is left as it was

@@ -21,6 +21,7 @@ from mydb_operator.policy.major_upgrade import (
     UpgradeState,
     known_state,
     next_step,
+    upgraded_now,
 )
 
 SPEC = parse_spec({"replicas": 2, "version": "17.6", "storage": "1Gi"})
@@ -69,12 +70,22 @@ def test_a_later_major_waits_for_every_replica_to_replay_all_of_the_primarys_wal
     assert one_down.state is not None and "every pod to be ready (1/2)" in one_down.state.message
 
 
-def test_a_database_with_the_continuous_archive_waits_with_the_reason():
+def test_a_database_with_the_continuous_archive_is_upgraded_too():
+    """Its archive stops with the pods; the new major's archive pod moves the old major's aside
+    (scripts/archive-major.sh)."""
     archived = parse_spec({**{"replicas": 2, "version": "17.6", "storage": "1Gi"},
                            "backup": {"schedule": "0 2 * * *"}})
     step = next_step(archived, None, facts())
-    assert step.state is not None and step.state.phase == WAITING and "backup.continuous: false" in step.state.message
-    assert step.hold == ("15.2", 2)
+    assert step.state is not None and step.state.phase == STOPPING
+
+
+def test_only_the_pass_that_ends_an_upgrade_says_it_did():
+    state = UpgradeState("15.2", "17.6", SUCCEEDED, started_at="2026-12-03T18:00:00Z")
+    starting_status = {"upgrade": {**state.as_status(), "phase": STARTING}}
+    assert upgraded_now(starting_status, state)
+    assert not upgraded_now({"upgrade": state.as_status()}, state)
+    assert not upgraded_now(starting_status, dataclasses.replace(state, phase=STARTING))
+    assert not upgraded_now(starting_status, None)
 
 
 def test_then_every_pod_stops_at_the_old_version_with_one_event():

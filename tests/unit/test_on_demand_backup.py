@@ -102,7 +102,7 @@ def test_an_unreachable_api_leaves_the_request_open_without_a_warning(api: FakeA
 
 
 def first(api: FakeApi, previous: dict[str, Any], continuous: bool = True) -> Any:
-    return run(backup_on_demand(api, "ns", "db", {}, previous, WITH_BACKUP, continuous))
+    return run(backup_on_demand(api, "ns", "db", {}, previous, WITH_BACKUP, continuous, 15))
 
 
 def test_a_new_database_with_the_archive_gets_its_first_base_backup_once_it_is_ready(api: FakeApi) -> None:
@@ -110,7 +110,7 @@ def test_a_new_database_with_the_archive_gets_its_first_base_backup_once_it_is_r
     assert first(api, {"ready": False}) == ({}, [])
     assert api.jobs == {}
     fields, events = first(api, {"ready": True})
-    job_name = names.first_base_backup_job("db")  # never a backup-now value's: the user may ask for "first"
+    job_name = names.first_base_backup_job("db", 15)  # never a backup-now value's: the user may ask for "first"
     assert list(api.jobs) == [("ns", job_name)]
     assert fields == {"firstBackupJob": job_name}
     assert events == [("Normal", "BackupRequested",
@@ -126,7 +126,7 @@ def test_no_first_base_backup_without_the_archive_or_once_a_base_backup_exists(a
     assert api.jobs == {}
     # A database upgraded from dumps only: successes, but no base backup yet.
     fields, _ = first(api, {"ready": True, "backup": {"lastSuccessfulTime": "2026-01-01T02:00:00Z"}})
-    assert fields == {"firstBackupJob": names.first_base_backup_job("db")}
+    assert fields == {"firstBackupJob": names.first_base_backup_job("db", 15)}
 
 
 def verify(api: FakeApi, annotations: dict[str, str], previous: dict[str, Any],

@@ -14,12 +14,15 @@
 #
 #   PGHOST, PGPORT   the read-write Service
 #   CREDENTIALS_DIR  the replication user's name and password (credentials.sh)
-#   BACKUP_DIR       the backup volume
+#   BACKUP_DIR       the backup volume; an older major's base backups and WAL
+#                    there are moved aside first (archive-major.sh)
 set -eu
 
 : "${PGHOST:?PGHOST is required}"
 : "${BACKUP_DIR:?BACKUP_DIR is required}"
 . "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
+. "${SCRIPTS_DIR:-$(dirname "$0")}/archive-major.sh"
+settle_major "$BACKUP_DIR"
 private="$(mktemp -d)"
 trap 'rm -rf "$private"' EXIT
 PGUSER="$(credential replication-username)"

@@ -4,6 +4,9 @@
 # primary's volume, with the old major's programs in OLD_ROOT (old-binaries.sh).
 #
 #   PGDATA, OLD_ROOT, CREDENTIALS_DIR (credentials.sh), SCRIPTS_DIR
+#   MIN_FREE_MB  the free space the volume must have beside the data (default
+#                256): the new cluster's catalogs and pg_upgrade's files;
+#                --link shares the data files themselves
 #
 # Steps, each one safe to run again after a kill (the Job retries):
 #   1. a swap cut short is finished; an upgrade cut short is undone (the old
@@ -32,7 +35,7 @@ if [ ! -d "$PGDATA" ] && [ -f "$done_marker" ]; then
 fi
 old_major="$(cat "$PGDATA/PG_VERSION")"
 if [ "$old_major" = "$new_major" ]; then
-  rm -rf "$PGDATA.old" "$new"
+  rm -rf "$PGDATA.old" "$new" "$PGDATA/.upgraded" "$PGDATA/pg_upgrade_output.d"
   echo "major-upgrade: $PGDATA is at PostgreSQL $new_major"
   exit 0
 fi
@@ -43,10 +46,19 @@ if [ -f "$PGDATA/global/pg_control.old" ] && [ ! -f "$PGDATA/global/pg_control" 
 fi
 rm -rf "$new"
 
+fail_early() {  # why, before anything was made: the data is untouched
+  echo "major-upgrade: $1; the data is untouched" >&2
+  [ -w /dev/termination-log ] && echo "major-upgrade: $1; the data is untouched" > /dev/termination-log
+  exit 1
+}
+free_mb="$(df -Pk "$(dirname "$PGDATA")" | awk 'NR == 2 { print int($4 / 1024) }')"
+if [ "$free_mb" -lt "${MIN_FREE_MB:-256}" ]; then
+  fail_early "the volume has ${free_mb} MB free and the upgrade needs ${MIN_FREE_MB:-256} MB beside the data: grow spec.storage first"
+fi
+
 old_bin="$OLD_ROOT/usr/lib/postgresql/$old_major/bin"
 if [ ! -x "$old_bin/postgres" ]; then
-  echo "major-upgrade: $PGDATA is PostgreSQL $old_major, but $OLD_ROOT has no PostgreSQL $old_major (old-binaries.sh of that major's image)" >&2
-  exit 1
+  fail_early "$PGDATA is PostgreSQL $old_major, but $OLD_ROOT has no PostgreSQL $old_major (old-binaries.sh of that major's image)"
 fi
 # The old programs get the libraries the new image lacks, and only those.
 libs="$(mktemp -d)"

@@ -57,7 +57,10 @@ new="$PGDATA.init"
 rm -rf "$new"
 
 # A recovery from the archive copies a whole cluster: no initdb.
-has_base_backup() { ls "${RESTORE_DIR:-/nonexistent}/base" 2>/dev/null | grep -qE '^[0-9]{8}T[0-9]{6}Z$'; }
+. "$SCRIPTS_DIR/archive-major.sh"
+has_base_backup() {
+  [ -n "${RESTORE_DIR:-}" ] && ls "$(recovery_dir "$RESTORE_DIR")/base" 2>/dev/null | grep -qE '^[0-9]{8}T[0-9]{6}Z$'
+}
 if [ -n "$RESTORE_FROM" ] && { [ -n "${RESTORE_TARGET_TIME:-}" ] || { [ "$RESTORE_FROM" = latest ] && has_base_backup; }; }; then
   echo "primary-init: recovering from the archive in ${RESTORE_DIR:-(no RESTORE_DIR)} before serving"
   RECOVER_INTO="$new" SCRIPTS_DIR="$SCRIPTS_DIR" sh "$SCRIPTS_DIR/recover.sh" || {

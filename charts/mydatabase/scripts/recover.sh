@@ -6,7 +6,9 @@
 # database's first boot; the caller renames RECOVER_INTO into place.
 #
 #   RECOVER_INTO        an absent or empty directory to build the cluster in
-#   RESTORE_DIR         the source database's backup volume (base/, wal/)
+#   RESTORE_DIR         the source database's backup volume (base/, wal/; or
+#                       postgresql-<this major>/ when the source was upgraded
+#                       since, archive-major.sh)
 #   RESTORE_TARGET_TIME optional RFC 3339 moment; without it, the archive's end
 #   PGPORT, CREDENTIALS_DIR, SCRIPTS_DIR
 #
@@ -23,6 +25,14 @@ set -eu
 PGPORT="${PGPORT:-5432}"
 SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
 . "$SCRIPTS_DIR/credentials.sh"
+. "$SCRIPTS_DIR/archive-major.sh"
+RESTORE_DIR="$(recovery_dir "$RESTORE_DIR")"
+mine="$(binary_major)"
+theirs="$(archive_major "$RESTORE_DIR")"
+if [ -n "$theirs" ] && [ "$theirs" != "$mine" ]; then
+  echo "recover: the archive in $RESTORE_DIR is PostgreSQL $theirs's and this is PostgreSQL $mine: recover into a database at $theirs (and upgrade it in place)" >&2
+  exit 1
+fi
 base="$RESTORE_DIR/base"
 archive="$RESTORE_DIR/wal"
 target="${RESTORE_TARGET_TIME:-}"

@@ -9,6 +9,9 @@
 #                    onto its new timeline (pg_receivewal fetches the history
 #                    file and goes on from the switch)
 #   CREDENTIALS_DIR  the replication user's name and password (credentials.sh)
+#   BACKUP_DIR       the backup volume (default: ARCHIVE_DIR's parent); an
+#                    older major's base backups and WAL there are moved aside
+#                    first (archive-major.sh)
 #   ARCHIVE_DIR      where the WAL goes: complete segments under their own
 #                    names, the one being written as <segment>.partial
 #   ARCHIVE_SLOT     the replication slot (default mydb_archive): while the
@@ -26,6 +29,7 @@ set -eu
 : "${PGHOST:?PGHOST is required}"
 : "${ARCHIVE_DIR:?ARCHIVE_DIR is required}"
 . "${SCRIPTS_DIR:-$(dirname "$0")}/credentials.sh"
+. "${SCRIPTS_DIR:-$(dirname "$0")}/archive-major.sh"
 slot="${ARCHIVE_SLOT:-mydb_archive}"
 STREAMING_FILE="${STREAMING_FILE:-/tmp/streaming}"
 rm -f "$STREAMING_FILE"
@@ -35,6 +39,7 @@ PGUSER="$(credential replication-username)"
 replication_password="$(credential replication-password)"
 write_passfile "$private/pgpass" "$PGUSER" "$replication_password"
 export PGUSER PGPASSFILE="$private/pgpass"
+settle_major "${BACKUP_DIR:-$(dirname "$ARCHIVE_DIR")}"
 mkdir -p "$ARCHIVE_DIR"
 
 # application_name: how the operator finds the archive in pg_stat_replication (and synchronous

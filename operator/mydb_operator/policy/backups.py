@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import names
+from ..model.versions import major
 
 VERIFY = "verify"  # the on-demand label's value on a verification Job
 
@@ -70,6 +71,28 @@ def first_backup_due(continuous: bool, previous: Mapping[str, Any]) -> bool:
         and not backup.get("lastBaseBackup")
         and not backup.get("firstBackupJob")
     )
+
+
+EARLIER_MAJORS = "earlierMajors"  # status.backup: the archives of the majors a database was upgraded from
+
+
+def for_a_new_major(previous: Mapping[str, Any], from_version: str, until: str) -> dict[str, Any]:
+    """The status to go on from once a major upgrade succeeded. The archive, its base backups and the first
+    base backup's Job were the old major's: they are listed under earlierMajors (their files are under
+    postgresql-<major>/ on the backup volume, scripts/archive-major.sh) and the new major's start empty, so
+    its first base backup is taken at once."""
+    backup = dict(previous.get("backup") or {})
+    old = {key: backup.pop(key) for key in ("archive", "baseBackups", "firstRecoverablePoint") if key in backup}
+    backup.pop("lastBaseBackup", None)
+    backup.pop("firstBackupJob", None)
+    old_major = major(from_version)
+    entry: dict[str, Any] = {"major": old_major, "directory": f"postgresql-{old_major}", "until": until}
+    if old.get("baseBackups"):
+        entry["baseBackups"] = old["baseBackups"]
+        entry["firstRecoverablePoint"] = old.get("firstRecoverablePoint") or old["baseBackups"][0]
+    kept = [e for e in backup.get(EARLIER_MAJORS) or [] if e.get("major") != old_major]
+    backup[EARLIER_MAJORS] = [*kept, entry]
+    return {**previous, "backup": backup}
 
 
 def _finished(job: dict[str, Any], kind: str) -> str | None:

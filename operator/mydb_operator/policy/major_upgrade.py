@@ -109,14 +109,14 @@ class Facts:
     release: str = ""
 
 
+def upgraded_now(previous: dict[str, Any], state: UpgradeState | None) -> bool:
+    """This pass ended an upgrade with success (the last one had not)."""
+    known = known_state(previous)
+    return state is not None and state.phase == SUCCEEDED and (known is None or known.phase != SUCCEEDED)
+
+
 def not_ready(spec: DatabaseSpec, facts: Facts) -> str | None:
     """Why the upgrade cannot stop the database yet, or None."""
-    if spec.backup is not None and spec.backup.continuous:
-        # The new major is a new system with a new archive; the old one must stay apart and restorable.
-        return (
-            "a database with the continuous archive is not upgraded in place yet (its archive would mix two "
-            "systems): set backup.continuous: false to upgrade now (docs/upgrading.md)"
-        )
     ready = [p for p in facts.pods if _ready(p)]
     if spec.hibernate or len(ready) < spec.replicas:
         return f"waiting for every pod to be ready ({len(ready)}/{0 if spec.hibernate else spec.replicas})"

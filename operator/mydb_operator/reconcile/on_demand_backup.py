@@ -26,16 +26,17 @@ async def backup_on_demand(
     previous: dict[str, Any],
     observed: Observation,
     continuous: bool = False,
+    major: int = 0,
 ) -> tuple[dict[str, str], list[Event]]:
     """Turn a new myapp.example.com/backup-now annotation into a Job, once per value; with the continuous
-    archive, start the first base backup once the database is Ready."""
+    archive, start the first base backup (of the archive at MAJOR) once the database is Ready."""
     earlier = {
         k: v for k, v in (previous.get("backup") or {}).items() if k.startswith("lastOnDemand") or k == FIRST_JOB
     }
     token = requested(annotations, previous)
     if token is None:
         if observed.cronjob is not None and first_backup_due(continuous, previous):
-            return await first_backup(api, namespace, name, earlier)
+            return await first_backup(api, namespace, name, earlier, major)
         return earlier, []
     if observed.cronjob is None:
         return {"lastOnDemandRequest": token}, [
@@ -64,14 +65,14 @@ async def backup_on_demand(
 
 
 async def first_backup(
-    api: ApiPort, namespace: str, name: str, earlier: dict[str, str]
+    api: ApiPort, namespace: str, name: str, earlier: dict[str, str], major: int
 ) -> tuple[dict[str, str], list[Event]]:
-    """The first base backup of a new database's archive, as one Job from the CronJob (kept once made)."""
+    """The first base backup of the archive at MAJOR, as one Job from the CronJob (kept once made)."""
     try:
         cronjob = await api.read_cronjob(namespace, names.backup_cronjob(name))
         if cronjob is None:
             return earlier, []
-        job = on_demand_job(cronjob, name, "first", names.first_base_backup_job(name))
+        job = on_demand_job(cronjob, name, "first", names.first_base_backup_job(name, major))
         await api.create_job_once(job)
     except API_FAILURES as error:  # tried again on the next pass; never a reason to fail this one
         log.warning("%s/%s: the first base backup waits: %s", namespace, name, failure_detail(error))

@@ -6,6 +6,8 @@ from typing import Any
 
 from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec, parse_spec
+from ..policy import backups
+from ..policy.major_upgrade import upgraded_now
 from ..status.build import Happened, Wanted, build_status
 from ..status.phases import DEPLOYING, PENDING
 from ..status.primary import PrimaryView
@@ -40,6 +42,10 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     topology = await keep_primary(namespace, name, spec, annotations, previous, observed, runtime, still=still)
     uid = meta.get("uid", "")
     upgrade = await keep_upgrade(namespace, name, spec, annotations, previous, observed, topology, runtime, uid)
+    continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
+    if continuous and upgraded_now(previous, upgrade.state):
+        assert upgrade.state is not None
+        previous = backups.for_a_new_major(previous, upgrade.state.from_version, upgrade.state.finished_at)
     if spec is None:
         outcome = Outcome(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
@@ -50,9 +56,15 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     outcome.events = topology.events + upgrade.events + outcome.events
     outcome.recheck = min((s for s in (topology.recheck, upgrade.recheck) if s is not None), default=None)
     outcome.retry_soon = topology.failed
-    continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
     on_demand, backup_events = await backup_on_demand(
-        runtime.api, namespace, name, annotations, previous, outcome.observed, continuous
+        runtime.api,
+        namespace,
+        name,
+        annotations,
+        previous,
+        outcome.observed,
+        continuous,
+        spec.major if spec is not None else 0,
     )
     scratch = spec.storage if spec is not None else "1Gi"
     verify_each = continuous and spec is not None and spec.backup is not None and spec.backup.verify
