@@ -47,17 +47,22 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 
 WORKDIR /src
 
-# Only what the build needs (README.md is the package's readme).
-COPY pyproject.toml README.md ./
-COPY operator/ operator/
-
-# The venv is made without pip or setuptools: the base image's pip installs
-# into it (--python), so the runtime venv carries no installer. Every
-# dependency ships wheels for CPython 3.11 on Linux, so no compiler is needed.
-# The package itself is installed from this directory ("."), built as a wheel
-# in an isolated build environment.
+# The dependencies first, in a layer of their own keyed on pyproject.toml: a
+# change of the operator's source reinstalls only the package, not every
+# dependency. The venv is made without pip or setuptools: the base image's pip
+# installs into it (--python), so the runtime venv carries no installer.
+# Every dependency ships wheels for CPython 3.11 on Linux: no compiler needed.
+COPY pyproject.toml ./
 RUN python -m venv --without-pip /opt/venv \
- && python -m pip --python /opt/venv/bin/python install --no-cache-dir . \
+ && python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" \
+      > /tmp/requirements.txt \
+ && python -m pip --python /opt/venv/bin/python install --no-cache-dir -r /tmp/requirements.txt
+
+# Then the package itself, from this directory ("."), built as a wheel in an
+# isolated build environment; its dependencies are in the venv already.
+COPY README.md ./
+COPY operator/ operator/
+RUN python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-deps . \
  && /opt/venv/bin/mydb-operator --help > /dev/null
 
 # -------------------------------------------------------------------- final

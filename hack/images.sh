@@ -242,7 +242,9 @@ build_debian() {  # INPUTS-HASH SUITE
 # POSTGRES_REPO:MAJOR and POSTGRES_REPO:<its real version>.
 build_postgres() {  # INPUTS-HASH MAJOR SUITE
   local major="$2" suite="$3" ctr=mydb-images-check ref="${POSTGRES_REPO}:$2" version
-  quiet buildah bud --network=host --pull=never --label "${INPUTS_LABEL}=$1" \
+  # --layers: a change of the chart's scripts runs the smoke test again on the cached
+  # package layers, instead of installing PostgreSQL again (about a minute per major).
+  quiet buildah bud --network=host --pull=never --layers --label "${INPUTS_LABEL}=$1" \
     --build-arg "BASE=${DEBIAN_REPO}:${suite}" --build-arg "PG_MAJOR=${major}" \
     -f hack/images/postgres/Containerfile -t "${ref}" hack/images/postgres
   new_container "${ctr}" "${ref}"
