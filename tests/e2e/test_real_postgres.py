@@ -18,7 +18,7 @@ import yaml
 
 from .conftest import wait_ready
 from .realnode import NODE_NAME, REGISTRY, REPO, images, on_real_node
-from .waiting import get_json, wait_for
+from .waiting import get_json, printed, wait_for
 
 pytestmark = pytest.mark.e2e
 SEED = yaml.safe_load((REPO / "examples" / "production-db.yaml").read_text())
@@ -55,6 +55,9 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
 
     primary, replicas = "production-db-0", members[1:]
     assert sql(cluster, namespace, primary, "select pg_is_in_recovery()") == "f"
+    number = int(sql(cluster, namespace, primary, "show server_version_num"))  # kubectl get's VERSION says it
+    wait_for("VERSION printed", lambda: printed(cluster, namespace, "mydb", "production-db")["VERSION"]
+             == f"{number // 10000}.{number % 10000}", timeout=30)
     for replica in replicas:
         assert sql(cluster, namespace, replica, "select pg_is_in_recovery()") == "t"
     wait_streaming(cluster, namespace, primary, 2)

@@ -27,3 +27,11 @@ def get_json(cluster, *args: str) -> dict:
             return {}
         raise AssertionError(result.stderr)
     return json.loads(result.stdout)
+
+
+def printed(cluster, namespace: str, kind: str, name: str) -> dict[str, str]:
+    """`kubectl get KIND NAME`'s table as {column: value}, cut at the header's positions (an empty cell stays)."""
+    header, row = cluster.kubectl("get", kind, name, "-n", namespace).stdout.splitlines()[:2]
+    starts = [i for i, c in enumerate(header) if c != " " and (i == 0 or header[i - 1] == " ")]
+    ends = starts[1:] + [max(len(header), len(row))]
+    return {header[s:e].strip(): row[s:e].strip() for s, e in zip(starts, ends)}
