@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -15,6 +16,28 @@ NODE_IP = "198.18.128.1"
 BRIDGE = "mydb0"
 BRIDGE_MAC = "02:00:c6:12:80:01"  # hack/node_network.py sets it
 REGISTRY = f"127.0.0.1:{os.environ.get('MYDB_CLUSTER_PORT_BASE', '16400')}"
+
+
+MANIFESTS = ", ".join([
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+])
+
+
+def registry_digest(repository: str, tag: str) -> str:
+    """The digest the local registry serves REPOSITORY:TAG under, as a runtime pulling by digest asks for it."""
+    request = urllib.request.Request(f"http://{REGISTRY}/v2/{repository}/manifests/{tag}", method="HEAD",
+                                     headers={"Accept": MANIFESTS})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return str(response.headers["Docker-Content-Digest"])
+
+
+def pinned_platform(*tags: str) -> dict:
+    """local_node_platform(), pinning library/postgres:TAG for each TAG (all of major 15) by its digest."""
+    pins = {tag: registry_digest("library/postgres", tag) for tag in tags}
+    return {**local_node_platform(), "majors": [15], "imageDigests": pins}
 
 
 def images() -> dict[str, str]:

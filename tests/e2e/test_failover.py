@@ -1,7 +1,8 @@
 """High availability on real pods: failover, switchover, and the primary as a fact the operator owns.
 
 Each test's database runs three real PostgreSQL pods on the real node, under an
-operator of its own namespace (the platform config of examples/platform-local-node.yaml).
+operator of its own namespace (the platform config of examples/platform-local-node.yaml,
+pinning the images of 15.2 and 15.3 by digest, as a platform that pins images does).
 A writer pod commits one row per connection through the read-write Service, as
 a client would, and logs which ids were committed, where and when: the tests
 check that none is lost where none may be, and that writes go on elsewhere.
@@ -33,7 +34,7 @@ from .primaries import (
     unavailable,
     wait_until,
 )
-from .realnode import NODE_NAME, local_node_platform
+from .realnode import NODE_NAME, REGISTRY, pinned_platform, registry_digest
 from .sharing import create_namespace
 from .test_real_postgres import ROW_FACTS, rows, wait_streaming, write_rows
 from .waiting import get_json, wait_for
@@ -79,7 +80,7 @@ def ha(cluster, operator, tmp_path_factory):
     """A namespace for the module, and an operator for it whose databases run on the real node."""
     namespace = create_namespace(cluster, "failover")
     platform = tmp_path_factory.mktemp("failover") / "platform.yaml"
-    platform.write_text(yaml.safe_dump(local_node_platform()))
+    platform.write_text(yaml.safe_dump(pinned_platform("15.2", "15.3")))
     with operator_instead(operator, namespace, "operator-failover.log", MYDB_PLATFORM_CONFIG=str(platform)) as own:
         yield namespace, own
     cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
@@ -113,7 +114,9 @@ def test_a_planned_switchover_loses_no_row_and_moves_the_primary(cluster, ha):
 
 def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cluster, ha):
     """15.2 -> 15.3: the replicas' pods are replaced first, one at a time, then the primary moves once by a
-    switchover and its pod is replaced last, as a replica: writes stop only for the switchover, none is lost."""
+    switchover and its pod is replaced last, as a replica: writes stop only for the switchover, none is lost.
+    The platform pins both images by digest: the pods run 15.3's exactly, and 15.4, which it does not pin, is
+    refused in status with no pod touched."""
     namespace, _ = ha
     before = len(events(cluster, namespace, "SwitchoverStarted"))
     primary = status(cluster, namespace)["primary"]
@@ -131,7 +134,9 @@ def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cl
         return len(replaced) == 3
     wait_for("every pod replaced", all_replaced, timeout=600, interval=0.3)
     assert replaced[-1] == primary, replaced
-    wait_for("the new image everywhere", lambda: status(cluster, namespace).get("image", "").endswith(":15.3")
+    # The platform pins 15.3's image: the pods run exactly it, by digest, and status says so.
+    pinned = f"{REGISTRY}/library/postgres:15.3@{registry_digest('library/postgres', '15.3')}"
+    wait_for("the new image everywhere", lambda: status(cluster, namespace).get("image") == pinned
              and not status(cluster, namespace).get("pendingRestart")
              and status(cluster, namespace).get("ready"), timeout=300)
     writes = writer.halt()
@@ -142,13 +147,24 @@ def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cl
     print(f"\nminor version roll: writes stopped for {unavailable(writes, started):.1f}s at most")
     for pod in PODS:
         image = get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"]
-        assert image.endswith(":15.3"), (pod, image)
+        assert image == pinned, (pod, image)
     settled(cluster, namespace, new_primary)
     # The tag says 15.3; the server says what it runs (Debian's 15.x under both stand-ins).
     number = int(sql_at(cluster, namespace, new_primary, "show server_version_num") or 0)
     runs = f"{number // 10000}.{number % 10000}"
     wait_for(f"status.version {runs} and every instance at it", lambda: (lambda f: f.get("version") == runs
              and {entry.get("version") for entry in f["instances"]} == {runs})(status(cluster, namespace)), timeout=30)
+
+    # A version the platform pins no image for is refused in status, and no pod is touched; back to 15.3.
+    running = {pod: get_json(cluster, "-n", namespace, "pod", pod)["metadata"]["uid"] for pod in PODS}
+    cluster.kubectl("patch", "-n", namespace, "mydb/ha", "--type=merge", "-p", '{"spec": {"version": "15.4"}}')
+    refused = "spec.version: PostgreSQL 15.4 has no pinned image on this platform, which pins 15.2, 15.3"
+    wait_for("15.4 refused", lambda: refused in condition(cluster, namespace, "Ready").get("message", ""), timeout=60)
+    assert {pod: get_json(cluster, "-n", namespace, "pod", pod)["metadata"]["uid"] for pod in PODS} == running
+    assert get_json(cluster, "-n", namespace, "statefulset", "ha")["spec"]["template"]["spec"]["containers"][0][
+        "image"] == pinned
+    cluster.kubectl("patch", "-n", namespace, "mydb/ha", "--type=merge", "-p", '{"spec": {"version": "15.3"}}')
+    settled(cluster, namespace, new_primary)
 
 
 def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_as_its_replica(cluster, ha):
