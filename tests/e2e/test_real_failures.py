@@ -68,4 +68,5 @@ def test_a_database_that_cannot_run_says_why_in_status_with_one_warning(cluster,
     assert 'FATAL:  configuration file' in ready_condition(cluster, namespace, "bad-parameter")["message"]
     for name, (_, _, reason, words) in CASES.items():
         told = [e for e in warnings(cluster, namespace, name) if e["reason"] == reason]
-        assert len(told) == 1 and told[0].get("count", 1) == 1 and words in told[0]["message"], (name, told)
+        said = [(e.get("eventTime") or e.get("firstTimestamp"), e.get("count", 1), e["message"]) for e in told]
+        assert len(told) == 1 and told[0].get("count", 1) == 1 and words in told[0]["message"], (name, said)

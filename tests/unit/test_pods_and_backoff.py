@@ -35,6 +35,22 @@ def test_container_states_that_will_not_fix_themselves_fail_the_pod(state: dict[
     assert pod_failure(pod(**state)) == told
 
 
+def test_a_crashing_server_between_two_back_offs_is_still_failing_in_the_same_words() -> None:
+    """The kubelet restarts it, it runs for a second, it crashes again: one failure, one Warning. Once the
+    restarted server is ready, it no longer fails."""
+    crashed = {"terminated": {"reason": "Error", "exitCode": 1, "message": "FATAL:  bad value"}}
+    failing = pod(running={"startedAt": "2026-12-03T22:32:33Z"})
+    container = failing["status"]["containerStatuses"][1]
+    container.update(lastState=crashed, ready=False, restartCount=2)
+    assert pod_failure(failing) == "db-1: postgres keeps failing: FATAL:  bad value"
+    container["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    assert pod_failure(failing) == "db-1: postgres keeps failing: FATAL:  bad value"
+    container.update(state={"running": {}}, ready=True)
+    assert pod_failure(failing) is None
+    container.update(ready=False, lastState={"terminated": {"reason": "Completed", "exitCode": 0}})
+    assert pod_failure(failing) is None  # a clean restart (a switchover's) is starting, not failing
+
+
 def test_a_first_boot_failing_in_the_init_container_fails_the_pod() -> None:
     """A clone or a restore that keeps failing shows in the init container; the server's waits meanwhile."""
     booting = {"metadata": {"name": "db-1"}, "status": {"phase": "Pending", "initContainerStatuses": [

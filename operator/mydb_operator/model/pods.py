@@ -79,7 +79,7 @@ def _failing(container: Object) -> str | None:
     waiting = state.get("waiting") or {}
     reason = waiting.get("reason") or (state.get("terminated") or {}).get("reason")
     name = container.get("name")
-    if reason in CRASHES:
+    if reason in CRASHES or _between_crashes(container):
         return f"{name} keeps failing{_said(container)}"
     if reason in PULLS:
         return f"{name} cannot pull its image {container.get('image')}"
@@ -131,6 +131,15 @@ def failed_words(pod: Object) -> str:
             name = container.get("name")
             return words if words.startswith(f"{name}:") else f"{name}: {words}"
     return ""
+
+
+def _between_crashes(container: Object) -> bool:
+    """Restarted after a crash and not ready yet: the kubelet's next try, still failing until it is ready.
+    Without this, the second or so a crashing server runs between back-offs reads as a rollout, and the
+    next crash as a new failure with a second Warning (seen in CI)."""
+    crashed = ((container.get("lastState") or {}).get("terminated") or {}).get("exitCode")
+    running = "running" in (container.get("state") or {})
+    return bool(crashed) and running and not container.get("ready")
 
 
 def _said(container: Object) -> str:
