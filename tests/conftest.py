@@ -148,7 +148,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture
 def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
     """A fresh namespace for one test (this worker's: tests/e2e/sharing.py), deleted (without waiting) afterwards."""
-    name = sharing.create_namespace(cluster, request.node.name)
+    name = sharing.create_namespace(cluster, request.node.name, real_node="real_operator" in request.fixturenames)
     yield name
     call = getattr(request.node, "call_report", None)
     if call is not None and call.failed:

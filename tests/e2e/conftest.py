@@ -180,21 +180,49 @@ def install_crd_and_rbac(cluster) -> Path:
     return kubeconfig
 
 
+@contextlib.contextmanager
+def clean_log(handle: OperatorProcess):
+    """Run the operator; afterwards, its log of this session must be clean. A traceback is a bug even when
+    every test passed; so is a start-up whose informers never finished their first listing (every start
+    would wait 20 s for nothing)."""
+    handle.log_path.parent.mkdir(parents=True, exist_ok=True)
+    earlier_sessions = handle.log_path.stat().st_size if handle.log_path.exists() else 0  # appended to
+    handle.start()
+    try:
+        yield handle
+    finally:
+        handle.stop()
+    text = handle.log_path.read_bytes()[earlier_sessions:].decode(errors="replace")
+    assert "Traceback" not in text, f"traceback in {handle.log_path}"
+    assert "have not listed every kind" not in text, f"a start-up gave up waiting for the informers: {handle.log_path}"
+
+
+def worker_log(cluster, name: str) -> Path:
+    return cluster.kubeconfig.parent / "logs" / (sharing.WORKER or "main") / name
+
+
 @pytest.fixture(scope="session")
 def operator(cluster):
     kubeconfig = install_crd_and_rbac(cluster)
-    log_path = cluster.kubeconfig.parent / "logs" / (sharing.WORKER or "main") / "operator-e2e.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    earlier_sessions = log_path.stat().st_size if log_path.exists() else 0  # the log is appended to
-    handle = OperatorProcess(cluster=cluster, kubeconfig=kubeconfig, log_path=log_path)
-    handle.start()
-    yield handle
-    handle.stop()
-    # A traceback in the operator's log is a bug even when every test passed; so is a start-up
-    # whose informers never finished their first listing (every start would wait 20 s for nothing).
-    text = log_path.read_bytes()[earlier_sessions:].decode(errors="replace")
-    assert "Traceback" not in text, f"traceback in {log_path}"
-    assert "have not listed every kind" not in text, f"a start-up gave up waiting for the informers: {log_path}"
+    with clean_log(OperatorProcess(cluster=cluster, kubeconfig=kubeconfig,
+                                   log_path=worker_log(cluster, "operator-e2e.log"))) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def real_node_operator(cluster, operator, tmp_path_factory):
+    """Under xdist: this worker's second operator, beside the shared one for the whole session, managing
+    the worker's real-node namespaces (sharing.REAL_PREFIX) under a platform config that puts databases
+    on the real node. Started once: a test of its own would stop and start two operators (12-28 s)."""
+    platform = tmp_path_factory.mktemp("real-node") / "platform.yaml"
+    platform.write_text(yaml.safe_dump(local_node_platform()))
+    handle = OperatorProcess(cluster=cluster, kubeconfig=operator.kubeconfig,
+                             log_path=worker_log(cluster, "operator-real-postgres.log"),
+                             env={"MYDB_PLATFORM_CONFIG": str(platform)},
+                             args=sharing.operator_scope(real_node=True),
+                             lease_name=sharing.lease_name("mydb-operator-real"))
+    with clean_log(handle):
+        yield handle
 
 
 def wait_ready(cluster, namespace: str, name: str, timeout: float = 120) -> None:
@@ -208,8 +236,13 @@ def wait_ready(cluster, namespace: str, name: str, timeout: float = 120) -> None
 
 
 @pytest.fixture
-def real_operator(operator, namespace, tmp_path):
-    """An operator for this namespace whose platform config puts databases on the real node."""
+def real_operator(request, operator, namespace, tmp_path):
+    """An operator for this namespace whose platform config puts databases on the real node: the worker's
+    real-node operator under xdist (the namespace fixture gave this test a real-node namespace), else one
+    that stands in for the shared operator during the test."""
+    if sharing.WORKER:
+        yield request.getfixturevalue("real_node_operator")
+        return
     platform = tmp_path / "platform.yaml"
     platform.write_text(yaml.safe_dump(local_node_platform()))
     with operator_instead(operator, namespace, "operator-real-postgres.log",

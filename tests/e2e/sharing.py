@@ -28,29 +28,34 @@ from pathlib import Path
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... under xdist; "" otherwise
 PREFIX = f"{WORKER}-" if WORKER else ""
+# A worker's tests on the real node get namespaces of their own (`rgw0-*`), managed by a second operator
+# of the worker whose platform config puts databases there; "gw0-*" and "rgw0-*" never meet.
+REAL_PREFIX = f"r{WORKER}-" if WORKER else ""
 
 
 def cluster_dir() -> Path:
     return Path(os.environ["MYDB_CLUSTER_DIR"])
 
 
-def namespace_name(stem: str) -> str:
-    """A new namespace name for `stem`: the worker's prefix, the stem cut to fit, a random tail."""
+def namespace_name(stem: str, *, real_node: bool = False) -> str:
+    """A new namespace name for `stem`: the worker's prefix (its real-node one), the stem cut to fit, a
+    random tail."""
     stem = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:40].strip("-")
-    return f"{PREFIX}{stem}-{uuid.uuid4().hex[:5]}"
+    return f"{REAL_PREFIX if real_node else PREFIX}{stem}-{uuid.uuid4().hex[:5]}"
 
 
-def create_namespace(cluster, stem: str, *labels: str) -> str:
+def create_namespace(cluster, stem: str, *labels: str, real_node: bool = False) -> str:
     """Create and label (mydb.test/e2e=true, plus `labels`) a namespace of this worker; return its name."""
-    name = namespace_name(stem)
+    name = namespace_name(stem, real_node=real_node)
     cluster.kubectl("create", "namespace", name)
     cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true", *labels)
     return name
 
 
-def operator_scope() -> list[str]:
-    """The `run` arguments that scope this worker's operator: none (all namespaces) without xdist."""
-    return ["-n", f"{PREFIX}*"] if WORKER else []
+def operator_scope(*, real_node: bool = False) -> list[str]:
+    """The `run` arguments that scope this worker's operator (its real-node one): none (all namespaces)
+    without xdist."""
+    return ["-n", f"{REAL_PREFIX if real_node else PREFIX}*"] if WORKER else []
 
 
 def lease_name(base: str = "mydb-operator") -> str:

@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any, Callable
 
+from .apireads import reads_for
+
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0, interval: float = 0.5) -> Any:
     """Return check()'s first truthy value; fail naming `what` and the last value seen."""
@@ -20,7 +22,11 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0, interva
 
 
 def get_json(cluster, *args: str) -> dict:
-    """kubectl get ... -o json, parsed; {} when the object does not exist."""
+    """kubectl get ... -o json, parsed; {} when the object does not exist. A plain read goes straight to the
+    API server (apireads.py: what kubectl would print, for a fraction of its CPU)."""
+    read = reads_for(cluster.kubeconfig).get(("get", *args))
+    if read is not None:
+        return read
     result = cluster.kubectl("get", *args, "-o", "json", check=False)
     if result.returncode != 0:
         if "NotFound" in result.stderr or "not found" in result.stderr:
