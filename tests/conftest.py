@@ -148,12 +148,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture
 def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
     """A fresh namespace for one test (this worker's: tests/e2e/sharing.py), deleted (without waiting) afterwards."""
-    name = sharing.create_namespace(cluster, request.node.name, real_node="real_operator" in request.fixturenames)
+    name = sharing.create_namespace(cluster, request.node.name, prefix=_namespace_prefix(request))
     yield name
     call = getattr(request.node, "call_report", None)
     if call is not None and call.failed:
         call.sections.append((f"namespace {name} after the failure", _what_happened(cluster, name)))
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _namespace_prefix(request: pytest.FixtureRequest) -> str:
+    """The worker's real-node namespaces for tests on real pods, its own-operator ones for tests marked
+    `own_operator` (tests/e2e/sharing.py), else its shared operator's."""
+    if "real_operator" in request.fixturenames:
+        return sharing.REAL_PREFIX
+    if request.node.get_closest_marker("own_operator"):
+        return sharing.OWN_PREFIX
+    return sharing.PREFIX
 
 
 def _what_happened(cluster: Cluster, namespace: str) -> str:

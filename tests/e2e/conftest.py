@@ -122,20 +122,28 @@ class OperatorProcess:
 @contextlib.contextmanager
 def operator_instead(operator: OperatorProcess, namespace: str, log_name: str, *, args: Sequence[str] = (),
                      resync: float = OperatorProcess.resync, **env: str):
-    """Run a second operator (own log, own environment, this namespace only) while the shared one is stopped.
+    """Run a second operator (own log, own environment, this namespace only).
 
-    It takes the shared one's Lease, which that one released on its way out. The
-    shared operator is started again afterwards, so the other tests keep working."""
+    For a namespace outside the shared operator's scope (a test marked `own_operator`
+    under xdist: sharing.py) it runs beside it, under a Lease of its own. Otherwise the
+    shared one is stopped meanwhile, and the second takes its Lease, which that one
+    released on its way out; it is started again afterwards, so the other tests keep
+    working."""
+    beside = sharing.beside_the_shared_operator(namespace)
     own = OperatorProcess(cluster=operator.cluster, kubeconfig=operator.kubeconfig,
                           log_path=operator.log_path.parent / log_name, env=env, args=["-n", namespace, *args],
                           resync=resync)
-    operator.stop()
+    if beside:
+        own.lease_name = sharing.lease_name(f"mydb-{log_name.removesuffix('.log')}")
+    else:
+        operator.stop()
     try:
         own.start()
         yield own
     finally:
         own.stop()
-        operator.start()
+        if not beside:
+            operator.start()
 
 
 def lease_free(cluster, namespace: str, name: str) -> bool:
@@ -219,7 +227,7 @@ def real_node_operator(cluster, operator, tmp_path_factory):
     handle = OperatorProcess(cluster=cluster, kubeconfig=operator.kubeconfig,
                              log_path=worker_log(cluster, "operator-real-postgres.log"),
                              env={"MYDB_PLATFORM_CONFIG": str(platform)},
-                             args=sharing.operator_scope(real_node=True),
+                             args=sharing.operator_scope(sharing.REAL_PREFIX),
                              lease_name=sharing.lease_name("mydb-operator-real"))
     with clean_log(handle):
         yield handle

@@ -29,33 +29,41 @@ from pathlib import Path
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... under xdist; "" otherwise
 PREFIX = f"{WORKER}-" if WORKER else ""
 # A worker's tests on the real node get namespaces of their own (`rgw0-*`), managed by a second operator
-# of the worker whose platform config puts databases there; "gw0-*" and "rgw0-*" never meet.
+# of the worker whose platform config puts databases there; a test that runs an operator of its own (its
+# chart, its platform config, its metrics) gets one outside both (`ogw0-*`), so the worker's operators go
+# on beside it. "gw0-*", "rgw0-*" and "ogw0-*" never meet.
 REAL_PREFIX = f"r{WORKER}-" if WORKER else ""
+OWN_PREFIX = f"o{WORKER}-" if WORKER else ""
 
 
 def cluster_dir() -> Path:
     return Path(os.environ["MYDB_CLUSTER_DIR"])
 
 
-def namespace_name(stem: str, *, real_node: bool = False) -> str:
-    """A new namespace name for `stem`: the worker's prefix (its real-node one), the stem cut to fit, a
-    random tail."""
+def namespace_name(stem: str, prefix: str = PREFIX) -> str:
+    """A new namespace name for `stem`: the worker's prefix (PREFIX, REAL_PREFIX or OWN_PREFIX), the stem
+    cut to fit, a random tail."""
     stem = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[:40].strip("-")
-    return f"{REAL_PREFIX if real_node else PREFIX}{stem}-{uuid.uuid4().hex[:5]}"
+    return f"{prefix}{stem}-{uuid.uuid4().hex[:5]}"
 
 
-def create_namespace(cluster, stem: str, *labels: str, real_node: bool = False) -> str:
+def create_namespace(cluster, stem: str, *labels: str, prefix: str = PREFIX) -> str:
     """Create and label (mydb.test/e2e=true, plus `labels`) a namespace of this worker; return its name."""
-    name = namespace_name(stem, real_node=real_node)
+    name = namespace_name(stem, prefix)
     cluster.kubectl("create", "namespace", name)
     cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true", *labels)
     return name
 
 
-def operator_scope(*, real_node: bool = False) -> list[str]:
-    """The `run` arguments that scope this worker's operator (its real-node one): none (all namespaces)
-    without xdist."""
-    return ["-n", f"{REAL_PREFIX if real_node else PREFIX}*"] if WORKER else []
+def operator_scope(prefix: str = PREFIX) -> list[str]:
+    """The `run` arguments that scope this worker's operator (PREFIX) or its real-node one (REAL_PREFIX):
+    none (all namespaces) without xdist."""
+    return ["-n", f"{prefix}*"] if WORKER else []
+
+
+def beside_the_shared_operator(namespace: str) -> bool:
+    """Whether an operator for this namespace alone can run beside the worker's (outside its scope)."""
+    return bool(WORKER) and not namespace.startswith(PREFIX)
 
 
 def lease_name(base: str = "mydb-operator") -> str:

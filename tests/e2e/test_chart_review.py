@@ -174,6 +174,7 @@ def previous_chart(tmp_path) -> str:
     return str(tmp_path / "charts" / "mydatabase")
 
 
+@pytest.mark.own_operator
 def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator, namespace, tmp_path):
     """A real-node database made by the previous chart, then the operator upgraded to this one: the pods are
     replaced once each (one new StatefulSet revision), the replica first, then the primary moved to it by one

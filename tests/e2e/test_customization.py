@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from .conftest import REPO, OperatorProcess, wait_ready
+from .conftest import REPO, operator_instead, wait_ready
 from .test_lifecycle import condition
 from .test_operator import apply_db, helm
 from .waiting import get_json, wait_for
@@ -34,25 +34,18 @@ PLATFORM = {
 
 
 @pytest.fixture
-def platform_operator(cluster, operator, tmp_path):
-    """The suite's operator swapped for one that runs with a platform config, for one test."""
+def platform_operator(cluster, operator, namespace, tmp_path):
+    """An operator with a platform config for this test's namespace (an own_operator test's: sharing.py)."""
     config = tmp_path / "platform.yaml"
     config.write_text(yaml.safe_dump(PLATFORM))
     if cluster.kubectl("get", "priorityclass", "mydb-databases", check=False).returncode != 0:
         cluster.kubectl("create", "priorityclass", "mydb-databases", "--value=1000")
-    operator.stop()
-    custom = OperatorProcess(cluster=cluster, kubeconfig=operator.kubeconfig,
-                             log_path=operator.log_path.parent / "operator-platform.log",
-                             env={"MYDB_PLATFORM_CONFIG": str(config)})
-    custom.config = config
-    custom.start()
-    try:
-        yield custom
-    finally:
-        custom.stop()
-        operator.start()
+    with operator_instead(operator, namespace, "operator-platform.log", MYDB_PLATFORM_CONFIG=str(config)) as own:
+        own.config = config
+        yield own
 
 
+@pytest.mark.own_operator
 def test_live_objects_equal_render_and_follow_precedence(cluster, platform_operator, namespace, tmp_path):
     """The release's manifest is exactly `render --platform-config`; the CR beats platform values, patches beat both."""
     spec = {"replicas": 2, "version": "15.2", "storage": "1Gi", "backup": {"schedule": "0 3 * * *"},

@@ -35,7 +35,7 @@ from .primaries import (
     wait_until,
 )
 from .realnode import NODE_NAME, REGISTRY, pinned_platform, registry_digest
-from .sharing import create_namespace
+from .sharing import OWN_PREFIX, create_namespace
 from .test_real_postgres import ROW_FACTS, rows, wait_streaming, write_rows
 from .waiting import get_json, wait_for
 
@@ -78,7 +78,7 @@ def settled(cluster, namespace: str, primary: str, name: str = "ha") -> None:
 @pytest.fixture(scope="module")
 def ha(cluster, operator, tmp_path_factory):
     """A namespace for the module, and an operator for it whose databases run on the real node."""
-    namespace = create_namespace(cluster, "failover")
+    namespace = create_namespace(cluster, "failover", prefix=OWN_PREFIX)
     platform = tmp_path_factory.mktemp("failover") / "platform.yaml"
     platform.write_text(yaml.safe_dump(pinned_platform("15.2", "15.3")))
     with operator_instead(operator, namespace, "operator-failover.log", MYDB_PLATFORM_CONFIG=str(platform)) as own:

@@ -24,6 +24,7 @@ def scrape(port: int) -> dict[str, float]:
     return samples
 
 
+@pytest.mark.own_operator
 def test_metrics_count_reconciles_and_helm_runs(cluster, operator, namespace):
     """After one new database: more ok reconciles, exactly one more successful helm upgrade, one Running
     database. An operator of this namespace alone, so no other test's database moves the figures."""
@@ -44,6 +45,7 @@ def test_metrics_count_reconciles_and_helm_runs(cluster, operator, namespace):
     assert after['mydb_databases{phase="Running"}'] == 1
 
 
+@pytest.mark.own_operator
 def test_idle_resyncs_read_the_informers_cache_and_drift_is_confirmed_on_the_api(cluster, operator, namespace):
     """A Ready database's resyncs look at the informers' cache: no API read, no Helm run, no status write.
 
@@ -78,6 +80,7 @@ def test_idle_resyncs_read_the_informers_cache_and_drift_is_confirmed_on_the_api
         assert moved(upgrades, after, repaired) == 1
 
 
+@pytest.mark.own_operator
 def test_a_first_install_needs_no_api_observation_and_an_upgrade_one(cluster, operator, namespace):
     """A first install onto nothing prepares Helm from the cache (Helm runs whatever a read shows);
     a change to an existing database is decided again on a fresh API read before Helm. After

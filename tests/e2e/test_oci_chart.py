@@ -20,6 +20,7 @@ pytestmark = pytest.mark.e2e
 REFERENCE = f"oci://{REGISTRY}/charts/mydatabase"
 
 
+@pytest.mark.own_operator
 def test_an_oci_chart_is_pulled_once_and_runs_like_a_directory(cluster, operator, namespace, published):
     """MYDB_CHART_DIR=oci://..., MYDB_CHART_VERSION, MYDB_CHART_PLAIN_HTTP: the operator pulls that
     version, checks it at start-up and installs from it; status names the OCI chart's version."""

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 import yaml
 
+from . import sharing
 from .conftest import chart_version, lease_free, wait_ready
 from .realnode import NODE_NAME, REGISTRY, images, local_node_platform
 from .waiting import get_json, wait_for
@@ -25,7 +26,8 @@ def helm(cluster, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def in_cluster(cluster, operator, namespace, published, tmp_path):
-    """The operator chart from oci://, watching this namespace only; the shared operator stands aside."""
+    """The operator chart from oci://, watching this namespace only; the shared operator stands aside unless
+    the namespace is outside its scope (an own_operator test under xdist: sharing.py)."""
     platform = local_node_platform()
     repository, tag = images()["OPERATOR_IMAGE"].rsplit(":", 1)
     values = {
@@ -35,7 +37,9 @@ def in_cluster(cluster, operator, namespace, published, tmp_path):
         "nodeSelector": platform["values"]["nodeSelector"], "tolerations": platform["values"]["tolerations"],
     }
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
-    operator.stop()
+    beside = sharing.beside_the_shared_operator(namespace)
+    if not beside:
+        operator.stop()
     try:
         installed = helm(cluster, "upgrade", "--install", RELEASE, f"oci://{REGISTRY}/charts/mydatabase-operator",
                          "--version", chart_version("mydatabase-operator"), "--plain-http", "-n", namespace,
@@ -45,12 +49,13 @@ def in_cluster(cluster, operator, namespace, published, tmp_path):
         yield
     finally:
         helm(cluster, "uninstall", RELEASE, "-n", namespace, "--wait")
-        # The suite's operator (all namespaces) refuses to start while a Lease of this
-        # namespace is live; the pods release theirs on SIGTERM, or it expires.
-        with contextlib.suppress(AssertionError):
-            wait_for("the operator pods' Lease to be free", lambda: lease_free(cluster, namespace, RELEASE),
-                     timeout=60)
-        operator.start()
+        if not beside:
+            # The suite's operator (all namespaces) refuses to start while a Lease of this
+            # namespace is live; the pods release theirs on SIGTERM, or it expires.
+            with contextlib.suppress(AssertionError):
+                wait_for("the operator pods' Lease to be free", lambda: lease_free(cluster, namespace, RELEASE),
+                         timeout=60)
+            operator.start()
 
 
 def lease_holder(cluster, namespace: str) -> str:
@@ -63,6 +68,7 @@ def proxy(cluster, namespace: str, pod: str, port: int, path: str) -> subprocess
                            check=False)
 
 
+@pytest.mark.own_operator
 def test_operator_pods_run_locked_down_and_hand_over(cluster, in_cluster, namespace):
     """Both replicas run from the built image on the real node, as a non-root uid on a read-only root
     filesystem under the chart's ServiceAccount; the leader manages a database on real pods; deleting the
