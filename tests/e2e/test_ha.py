@@ -16,12 +16,14 @@ from collections.abc import Sequence
 
 import pytest
 
+from . import sharing
 from .conftest import OperatorProcess, free_port, wait_ready
 from .test_operator import apply_db, helm
 from .waiting import get_json, wait_for
 
-# The suite's operator manages every namespace here, and each test stops it: they need the cluster alone.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+pytestmark = pytest.mark.e2e
+# Tests about the suite's operator for all namespaces (only the serial pass runs one) need the cluster alone.
+for_all_namespaces = pytest.mark.serial
 LEASE_SECONDS = 6
 LEASE_NAMESPACE = "mydb-system"  # where hack/install-dev.sh lets the suite's ServiceAccount write Leases
 DATABASE = {"replicas": 1, "version": "15.2", "storage": "1Gi"}
@@ -61,14 +63,19 @@ def refused(process: OperatorProcess) -> str:
     return text
 
 
+@pytest.mark.own_operator
 def test_one_leader_and_a_bounded_takeover(cluster, operator, namespace):
     """Two instances of one Lease. While both run, only the leader acts: resyncs of an unchanged
     database add no Helm revision, a spec change adds exactly one, and the standby's /healthz
     names the leader. After a SIGKILL of the leader the standby leads within the lease time
-    (+ its retry and a margin) and applies the next spec change."""
+    (+ its retry and a margin) and applies the next spec change. Both manage this namespace only: under
+    xdist the worker's operator goes on beside them (sharing.py); alone, the suite's operator for all
+    namespaces holds another Lease and must not act here."""
     lease = f"ha-{namespace[-5:]}"
-    operator.stop()  # the suite's own operator holds another Lease for all namespaces: it must not act here
-    first, second = instance(operator, "a", lease), instance(operator, "b", lease)
+    beside = sharing.beside_the_shared_operator(namespace)
+    if not beside:
+        operator.stop()
+    first, second = instance(operator, "a", lease, ["-n", namespace]), instance(operator, "b", lease, ["-n", namespace])
     try:
         first.start(wait=False)
         wait_for("a leader", lambda: "became the leader" in first.log_since_start(), timeout=30)
@@ -109,9 +116,11 @@ def test_one_leader_and_a_bounded_takeover(cluster, operator, namespace):
     finally:
         first.stop()
         second.stop()
-        operator.start()
+        if not beside:
+            operator.start()
 
 
+@for_all_namespaces
 def test_an_overlapping_instance_under_another_lease_refuses_to_start(cluster, operator, namespace):
     """The suite's operator leads for all namespaces. One more instance for this namespace under its
     own Lease exits 2 at once, naming that Lease, its holder and scope and how to resolve it, with no
@@ -126,6 +135,7 @@ def test_an_overlapping_instance_under_another_lease_refuses_to_start(cluster, o
     assert operator.process.poll() is None
 
 
+@for_all_namespaces
 def test_instances_for_disjoint_namespaces_run_side_by_side(cluster, operator, namespace):
     """Two instances, each for its own namespace under its own Lease, both lead, and each brings its
     own database to Ready without touching the other's; a third one for all namespaces, under yet
