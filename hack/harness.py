@@ -20,7 +20,8 @@ from typing import Any
 
 HACK_DIR = Path(__file__).resolve().parent
 REPO_DIR = HACK_DIR.parent
-CLUSTER_DIR = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO_DIR / ".cluster"))
+# Absolute: the kubelet's config names files under it, and resolves a relative path from its own folder.
+CLUSTER_DIR = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO_DIR / ".cluster")).absolute()
 STATE_DIR = CLUSTER_DIR / "state"  # removed by `down`
 LOG_DIR = CLUSTER_DIR / "logs"  # kept by `down`, for debugging
 PKI_DIR = STATE_DIR / "pki"
