@@ -13,7 +13,7 @@ import yaml
 
 from .conftest import REPO, operator_instead, wait_ready
 from .realnode import local_node_platform
-from .test_real_postgres import (ROW_FACTS, create_db, pod_uid, rows, sql, wait_streaming, write_rows)
+from .test_real_postgres import (ROW_FACTS, SEED, create_db, pod_uid, rows, sql, wait_streaming, write_rows)
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -150,11 +150,18 @@ def helm(cluster, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([cluster.tool("helm"), *args], env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_helm_test_passes_on_a_real_node_database(cluster, real_operator, namespace):
-    """`helm test` of a real-node database: its test pod writes and reads a row through the read-write
-    Service with the generated credentials, and reads it back from a replica through the read-only one."""
+def test_a_restricted_namespace_runs_a_real_node_database_its_backups_and_its_tests(cluster, real_operator,
+                                                                                     namespace):
+    """In a namespace whose Pod Security admission enforces `restricted`, every pod of a real-node database
+    with continuous backup is admitted and runs: the servers, the archive, its first base backup, an
+    on-demand dump, and `helm test`'s pod, which writes and reads a row through the read-write Service with
+    the generated credentials and reads it back from a replica through the read-only one."""
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
+                    "pod-security.kubernetes.io/enforce-version=latest")
+    control = cluster.kubectl("run", "not-restricted", "--image=example.invalid/x", "-n", namespace, check=False)
+    assert control.returncode != 0 and 'violates PodSecurity "restricted' in control.stderr, control.stderr
     name = "tested"
-    create_db(cluster, namespace, name, replicas=2)
+    create_db(cluster, namespace, name, replicas=2, backup={**SEED["spec"]["backup"], "continuous": True})
     wait_ready(cluster, namespace, name, timeout=300)
     wait_streaming(cluster, namespace, f"{name}-0", 1)
     result = helm(cluster, "test", name, "-n", namespace, "--logs", "--timeout", "180s")
@@ -163,6 +170,17 @@ def test_helm_test_passes_on_a_real_node_database(cluster, real_operator, namesp
     assert f"read the row back through {name}-ro (a replica)" in result.stdout, result.stdout
     node = get_json(cluster, "-n", namespace, "pod", f"{name}-test")["spec"]["nodeName"]
     assert not node.startswith("kwok-"), node
+
+    def backup() -> dict:
+        return (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("backup") or {}
+    wait_for("the first base backup", lambda: backup().get("firstBackupJob")
+             and backup().get("lastSuccessfulJob") == backup().get("firstBackupJob"), timeout=180)
+    cluster.kubectl("annotate", "-n", namespace, f"mydb/{name}", "myapp.example.com/backup-now=restricted")
+    dump = wait_for("the on-demand backup's Job", lambda: backup().get("lastOnDemandJob"), timeout=60)
+    wait_for("the on-demand backup to succeed", lambda: backup().get("lastSuccessfulJob") == dump, timeout=180)
+    refused = [e["message"] for e in get_json(cluster, "-n", namespace, "events")["items"]
+               if "violates PodSecurity" in e.get("message", "")]
+    assert not refused, refused
 
 
 def previous_chart(tmp_path) -> str:
