@@ -91,6 +91,18 @@ def test_the_wait_doubles_from_5_s_up_to_5_minutes() -> None:
     assert [retry_delay(n) for n in range(1, 9)] == [5, 10, 20, 40, 80, 160, 300, 300]
 
 
+@pytest.mark.parametrize("reason", ["CredentialsMissing", "CredentialsInvalid", "StorageClassNotFound",
+                                    "RestoreSourceMissing"])
+def test_a_problem_a_user_fixes_is_looked_at_again_at_least_every_resync(reason: str) -> None:
+    """One read per look: a user who makes the Secret (the StorageClass, the source) after ten minutes waits
+    a resync at most, not the 300 s the back-off has grown to. The reasons are those test_acting.py sees."""
+    from mydb_operator.policy.backoff import problem_retry_delay
+
+    assert problem_retry_delay(reason, backed_off=300, resync=60) == 60
+    assert problem_retry_delay(reason, backed_off=5, resync=60) == 5
+    assert problem_retry_delay("HelmFailed", backed_off=300, resync=60) == 300  # an API refusal backs off
+
+
 def test_a_success_starts_the_count_again() -> None:
     backoff = Backoff()
     assert [backoff.failed() for _ in range(3)] == [5, 10, 20]

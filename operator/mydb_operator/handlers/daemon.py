@@ -11,7 +11,7 @@ import kopf
 
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail, failure_reason
-from ..policy.backoff import Backoff
+from ..policy.backoff import Backoff, problem_retry_delay
 from ..reconcile.reporting import StoredStatus, count_api_failure, reconcile_and_store
 from ..telemetry import metrics
 from .memo import OperatorMemo
@@ -53,7 +53,7 @@ async def run_database(
                 for type_, reason, message in outcome.events:
                     kopf.event(body, type=type_, reason=reason, message=message)
                 if outcome.problem:
-                    delay = backoff.failed()
+                    delay = problem_retry_delay(outcome.problem.reason, backoff.failed(), memo.config.resync_seconds)
                     log.warning(
                         "%s/%s: %s: %s (retry in %.0fs)",
                         namespace,

@@ -8,6 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
+# Problems that wait on something a user makes (a Secret, a StorageClass, a restore's source): looking again
+# costs one read, and a user who just made it should not wait out a 5-minute back-off.
+WAITING_ON_A_USER = frozenset(
+    {"CredentialsMissing", "CredentialsInvalid", "StorageClassNotFound", "RestoreSourceMissing"}
+)
+
+
+def problem_retry_delay(reason: str, backed_off: float, resync: float) -> float:
+    """The wait after a problem: the back-off's, but never longer than a resync for one a user fixes."""
+    return min(backed_off, resync) if reason in WAITING_ON_A_USER else backed_off
 
 
 def retry_delay(failures: int, first: float = BACKOFF_FIRST, ceiling: float = BACKOFF_MAX) -> float:
