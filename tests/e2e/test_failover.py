@@ -57,6 +57,13 @@ def events(cluster, namespace: str, reason: str) -> list[dict]:
     return listed.get("items") or []
 
 
+def told(cluster, namespace: str, reason: str, name: str = "ha") -> None:
+    """Exactly one Event REASON about NAME. kopf posts the Events of a pass after its status write, so a test
+    that has just seen the status waits a moment for them."""
+    wait_for(f"one {reason} Event", lambda: len(
+        [e for e in events(cluster, namespace, reason) if e["involvedObject"]["name"] == name]) == 1, timeout=15)
+
+
 def create(cluster, namespace: str, name: str = "ha", **spec) -> None:
     body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name},
             "spec": {"replicas": 3, "version": "15.2", "storage": "1Gi", **spec}}
@@ -270,7 +277,7 @@ def test_a_stalled_archive_turns_backup_healthy_false_with_one_warning_and_the_p
         print(f"\narchive stalled: BackupHealthy False {time.time() - stopped:.0f}s after the stop")
         assert sql_at(cluster, namespace, primary, "create table if not exists during_stall (id int);"
                       " insert into during_stall values (1)") is not None
-        assert len(events(cluster, namespace, "ArchiveStalled")) == 1
+        told(cluster, namespace, "ArchiveStalled")
     finally:
         for pid in pids:
             resume(pid)
@@ -310,7 +317,7 @@ def test_a_verification_recovers_the_newest_base_backup_in_a_throwaway_pod_and_r
         assert verified(cluster, namespace, "v2") == "Failed"
         wait_for("BackupHealthy False", lambda: condition(cluster, namespace, "BackupHealthy").get(
             "reason") == "VerificationFailed", timeout=30)
-        assert len(events(cluster, namespace, "VerificationFailed")) == 1
+        told(cluster, namespace, "VerificationFailed")
     finally:
         cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "-c", "wal-archive", "--",
                         "rm", "-rf", "/backups/base/29991231T235959Z")
@@ -480,7 +487,7 @@ def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluste
                      == "NoEligibleReplica", timeout=60)
             message = condition(cluster, namespace, "Failover", "two")["message"]
             assert "maxLagOnFailover" in message and any(pod in message for pod in replicas), message
-            assert [e for e in events(cluster, namespace, "NoEligibleReplica") if e["involvedObject"]["name"] == "two"]
+            told(cluster, namespace, "NoEligibleReplica", name="two")
             assert wait_until(5, lambda: get_json(cluster, "-n", namespace, "configmap", "two-primary")
                               .get("metadata", {}).get("resourceVersion") != recorded)
             assert status(cluster, namespace, "two")["targetPrimary"] == primary

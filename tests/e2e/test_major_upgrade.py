@@ -79,7 +79,8 @@ def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_
     hooks = get_json(cluster, "-n", namespace, "events", "--field-selector", "reason=FailedPreStopHook")
     assert hooks.get("items") == [], [e["message"] for e in hooks["items"]]
     assert len(events(cluster, namespace, "up", "MajorUpgradeStarted")) == 1
-    assert len(events(cluster, namespace, "up", "MajorUpgradeSucceeded")) == 1
+    wait_for("one MajorUpgradeSucceeded Event", lambda: len(events(cluster, namespace, "up", "MajorUpgradeSucceeded"))
+             == 1, timeout=15)  # posted after the status write that the test has seen
 
     # The 15 archive is kept apart and listed; 17's starts with a base backup of its own.
     backup = wait_for("a 17 base backup", lambda: (lambda b: b if b.get("lastBaseBackup") else None)(
