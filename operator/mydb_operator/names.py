@@ -39,6 +39,8 @@ BACKUP_NOW_ANNOTATION = f"{ANNOTATION_PREFIX}/backup-now"
 VERIFY_BACKUP_ANNOTATION = f"{ANNOTATION_PREFIX}/verify-backup"
 # A new value tries a failed major upgrade again (policy/major_upgrade.py).
 RETRY_UPGRADE_ANNOTATION = f"{ANNOTATION_PREFIX}/retry-upgrade"
+# A new server certificate now (a key that may have leaked): the operator issues one and removes the annotation.
+ROTATE_CERTIFICATE_ANNOTATION = f"{ANNOTATION_PREFIX}/rotate-certificate"
 ON_DEMAND_BACKUP_LABEL = f"{GROUP}/backup"
 # On the leader-election Lease: marks it as an operator's, and names the namespaces it guards
 # ("*" or "a,b"), so that another instance can tell whether their scopes overlap.
@@ -174,3 +176,14 @@ def credentials_secret_name(release: str) -> str:
 def backups_claim_name(release: str) -> str:
     """The PersistentVolumeClaim the chart gives a database's backups."""
     return f"{release}-backups"
+
+
+def ca_secret_name(release: str) -> str:
+    """The database's own certificate authority (its key too): only the operator reads it."""
+    return f"{release}-ca"
+
+
+def server_tls_secret_name(release: str) -> str:
+    """The servers' certificate, key and CA (cert-manager's layout), made by the operator unless
+    spec.tls.secretName names one of the user's."""
+    return f"{release}-tls"

@@ -24,6 +24,7 @@ SEED_VALUES = {
     "image": {"tag": "15.2"},
     "storage": {"size": "100Gi"},
     "credentials": {"secretName": "production-db-credentials"},
+    "tls": {"enabled": True, "secretName": "production-db-tls"},
     "backup": {"enabled": True, "schedule": "0 2 * * *", "retention": "7d"},
 }
 
@@ -286,7 +287,7 @@ def test_schema_rejects_bad_values(helm, changes, field):
 
 def test_lint_strict_passes(helm):
     """helm lint --strict passes with no warnings, with minimal and with seed values."""
-    for args, values in ((["--set", "credentials.secretName=lint"], None), ([], seed())):
+    for args, values in ((["--set", "credentials.secretName=lint", "--set", "tls.secretName=lint"], None), ([], seed())):
         res = helm("lint", "--strict", str(CHART), *args, values=values)
         output = res.stdout + res.stderr
         assert res.returncode == 0, output
@@ -303,7 +304,7 @@ def test_missing_secret_name_fails_clearly(helm):
 def test_defaults_render_with_only_secret_name(render):
     """values.yaml defaults plus a Secret name render a one-pod database (no disruption budget),
     no backups, its NetworkPolicy and `helm test` pod, every object in the release namespace."""
-    out = render(None, "--set", "credentials.secretName=x", release="db", namespace="team-a")
+    out = render(None, "--set", "credentials.secretName=x", "--set", "tls.secretName=x", release="db", namespace="team-a")
     assert sorted(out.by_key) == sorted([
         ("ConfigMap", "db-scripts"), ("StatefulSet", "db"), ("Service", "db"),
         ("Service", "db-headless"), ("Service", "db-ro"), ("NetworkPolicy", "db"), ("Pod", "db-test"),
@@ -578,7 +579,7 @@ def test_image_by_digest_and_pull_policy(render):
 def test_too_long_name_fails(helm):
     """Names that would break the StatefulSet (52) or CronJob (45 + -backup) limits
     fail rendering instead of being silently truncated."""
-    res = helm("template", "a" * 53, str(CHART), "--set", "credentials.secretName=x")
+    res = helm("template", "a" * 53, str(CHART), "--set", "credentials.secretName=x", "--set", "tls.secretName=x")
     assert res.returncode != 0 and "at most 52" in res.stderr, res.stderr
     res = helm("template", "a" * 46, str(CHART), values=seed())
     assert res.returncode != 0 and "at most 45" in res.stderr, res.stderr
@@ -780,7 +781,7 @@ def test_names_and_values_yaml_would_read_as_numbers_or_booleans_stay_strings(he
     """A MyDatabase may be named 1234, and a StorageClass true: rendered unquoted, YAML would make them a
     number or a boolean, and the API server would refuse the objects."""
     res = helm("template", "1234", str(CHART), "--set-string", "storage.storageClassName=true",
-               "--set-string", "backup.storage.storageClassName=1", "--set-string", "credentials.secretName=007",
+               "--set-string", "backup.storage.storageClassName=1", "--set-string", "credentials.secretName=007", "--set-string", "tls.secretName=007",
                "--set-string", "restore.claimName=2024", values=seed(restore={"enabled": True, "backup": "latest"}))
     assert res.returncode == 0, res.stderr
 

@@ -282,6 +282,7 @@ DEFAULTS = {
     "maxLagOnFailover": (lambda spec: spec.max_lag_on_failover, None),
     "hibernate": (lambda spec: spec.hibernate, None),
     "replication.synchronous": (lambda spec: spec.synchronous, "replication.synchronous"),
+    "tls.enabled": (lambda spec: spec.tls, "tls.enabled"),
     "backup.retention": (lambda spec: spec.backup.retention, "backup.retention"),
     "backup.storage": (lambda spec: spec.backup.storage, "backup.storage.size"),
     "backup.continuous": (lambda spec: spec.backup.continuous, "backup.continuous"),
@@ -324,13 +325,14 @@ def test_the_bounds_of_replicas_and_failover_delay(crd, chart):
 
 
 def test_the_patterns_the_chart_repeats(crd, chart, chart_defaults):
-    """restore.backup and credentials.secretName (the chart's also takes "", its unset default); the chart's
+    """restore.backup and the Secret names (the chart's also takes "", its unset default); the chart's
     quantity is the CRD's resources quantity without a sign; the chart's default image tag is a version the
     CRD and the operator take."""
     assert at(chart, "restore.backup")["pattern"] == at(crd, "restore.backup")["pattern"]
-    secret_name = at(crd, "credentials.secretName")
-    assert at(chart, "credentials.secretName")["pattern"] == "^$|" + secret_name["pattern"]
-    assert at(chart, "credentials.secretName")["maxLength"] == secret_name["maxLength"]
+    for secret in ("credentials.secretName", "tls.secretName"):
+        secret_name = at(crd, secret)
+        assert at(chart, secret)["pattern"] == "^$|" + secret_name["pattern"], secret
+        assert at(chart, secret)["maxLength"] == secret_name["maxLength"], secret
     quantity = at(crd, "resources.limits")["additionalProperties"]["pattern"]
     assert quantity.startswith("^(\\+|-)?")
     assert chart["definitions"]["quantity"]["pattern"] == "^" + quantity.removeprefix("^(\\+|-)?")

@@ -42,7 +42,7 @@ NAMESPACED_RIGHTS = {
     ("batch", "jobs"): {"get", "list", "watch", "create"},
     ("", "pods"): {"get", "list", "watch", "patch", "delete"},
     ("discovery.k8s.io", "endpointslices"): {"list", "watch"},
-    ("", "secrets"): {"get", "create", "delete"},
+    ("", "secrets"): {"get", "create", "update", "delete"},
 }
 # Cluster-scoped, in every install: kopf reads the CRD it serves; StorageClasses
 # say whether data claims can grow.
@@ -164,7 +164,7 @@ def test_least_privilege_everywhere(render, values):
             assert not secret_rules, role["metadata"]
             continue
         assert len(secret_rules) == 1, role["metadata"]
-        assert secret_rules[0]["apiGroups"] == [""] and set(secret_rules[0]["verbs"]) == {"get", "create", "delete"}
+        assert secret_rules[0]["apiGroups"] == [""] and set(secret_rules[0]["verbs"]) == {"get", "create", "update", "delete"}
 
 
 def test_leader_election_role_and_flags(render):

@@ -9,6 +9,11 @@ with the rendered container env, where only what Kubernetes would supply is
 filled in, and only what differs on one machine is moved:
 
 - the credentials Secret -> test passwords, as the Secret volume's files
+- the TLS Secret        -> a CA and a server certificate for the loopback
+                           addresses the pods get (below), made once per run
+                           as the operator makes them (desired/certificates.py),
+                           owned by root and PostgreSQL's group when run as
+                           root, as the kubelet writes a Secret's files
 - fieldRef              -> the pod's name and namespace
 - host names            -> loopback addresses: each database pod gets its own
                            (127.0.0.1 for ordinal 0, 127.0.0.2 for 1), so all
@@ -35,6 +40,9 @@ like the pod's runAsUser.
 
 from __future__ import annotations
 
+import datetime
+import functools
+import ipaddress
 import os
 import pwd
 import re
@@ -50,7 +58,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from e2e import waiting as polling  # tests/ is on sys.path (rootdir conftest)
+from mydb_operator.desired import certificates
 from mydb_operator.desired.credentials import REPLICATION_USER, SUPERUSER
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,6 +162,28 @@ def free_port(addresses: tuple[str, ...]) -> int:
                 continue
             return port
     raise RuntimeError(f"no port free on all of {addresses}")
+
+
+@functools.cache
+def loopback_certificates() -> dict[str, str]:
+    """ca.crt, tls.crt and tls.key: the operator's CA, and a server certificate signed by it for the loopback
+    addresses the pods and Services get here (verify-full compares an IP address host with the IP names)."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca, ca_key = certificates.new_ca(NAMESPACE, "loopback", now)
+    key = ec.generate_private_key(ec.SECP256R1())
+    issuer = x509.load_pem_x509_certificate(ca)
+    addresses = [x509.IPAddress(ipaddress.ip_address(f"127.0.0.{n}")) for n in range(1, 21)]
+    server = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(issuer.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(addresses), critical=False)
+        .sign(serialization.load_pem_private_key(ca_key, password=None), hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return {"ca.crt": ca.decode(), "tls.crt": server.public_bytes(serialization.Encoding.PEM).decode(),
+            "tls.key": key_pem.decode()}
 
 
 @dataclass
@@ -282,13 +317,20 @@ class Container:
         return target
 
     def _secret(self, source: dict, target: Path) -> Path:
-        """The machine's credentials as the Secret volume's files, with its defaultMode."""
+        """The machine's credentials, or its certificates, as the Secret volume's files, with its defaultMode
+        (and only its `items`, when it lists some)."""
         self.machine.mkdir(target)
-        for key, text in self.machine.secret.items():
+        tls = source["secretName"].endswith("-tls")
+        files = loopback_certificates() if tls else self.machine.secret
+        if source.get("items"):
+            files = {item["path"]: files[item["key"]] for item in source["items"]}
+        for key, text in files.items():
             (target / key).unlink(missing_ok=True)
             (target / key).write_text(text)
             if self.machine.user:
-                shutil.chown(target / key, self.machine.user, self.machine.user)
+                # A key file PostgreSQL takes: the kubelet's owner (root) and fsGroup, as in the pod.
+                owner = "root" if tls and os.geteuid() == 0 else self.machine.user
+                shutil.chown(target / key, owner, self.machine.user)
             os.chmod(target / key, source.get("defaultMode", 0o644))
         return target
 

@@ -105,3 +105,20 @@ def test_the_server_container_never_makes_a_cluster(request, machine, rendered, 
     assert code == 1 and not served, (code, pod.logs())
     assert "holds no cluster" in pod.logs() and "delete the pod" in pod.logs(), pod.logs()
     assert list(pod.home.rglob("PG_VERSION")) == []
+
+
+def test_tcp_is_tls_only_and_the_replica_verifies_its_primary(primary, replica):
+    """With the chart's TLS Secret mounted, the server takes TCP connections over TLS only: a plain one is
+    refused by pg_hba.conf, the replica streams over TLS with verify-full against the CA, and a client with
+    libpq's default (sslmode=prefer) is encrypted."""
+    wait_for("the replica streaming", lambda: replica.sql("SELECT status FROM pg_stat_wal_receiver") == "streaming")
+    user = primary.machine.secret["replication-username"]
+    assert primary.sql("SELECT usename, ssl FROM pg_stat_replication JOIN pg_stat_ssl USING (pid)") == f"{user}|t"
+    assert primary.sql("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()") == "t"
+    conninfo = replica.sql("SHOW primary_conninfo")
+    assert "sslmode=verify-full" in conninfo and "sslrootcert=" in conninfo, conninfo
+    machine = primary.machine
+    plain = machine.run(["psql", f"host={primary.ip} port={machine.port} dbname=postgres sslmode=disable "
+                         f"user={machine.secret['username']}", "-XAtc", "select 1"],
+                        {"PATH": machine.path, "PGPASSWORD": machine.secret["password"]})
+    assert plain.returncode != 0 and "no encryption" in plain.stderr, plain.stderr

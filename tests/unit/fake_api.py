@@ -11,6 +11,7 @@ decisions and steps, runs for real.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -50,6 +51,7 @@ class FakeApi:
         self.labels: list[tuple[str, str, str, str]] = []
         self.statuses: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, merge patch of .status)
         self.writes: list[tuple[Any, ...]] = []  # every write, in order: (call, its arguments ...)
+        self.reads: list[tuple[Any, ...]] = []  # every read, in order: (call, its arguments ...)
         self.orphaning_times_out = False  # the old StatefulSet never finishes terminating
         self.refusal: ApiException | None = None  # what the API server answers a claim's growth
         self.failing: dict[str, BaseException] = {}  # call name -> what it raises
@@ -58,8 +60,7 @@ class FakeApi:
     def _call(self, call: str, *args: Any, write: bool = False) -> None:
         if call in self.failing:
             raise self.failing[call]
-        if write:
-            self.writes.append((call, *args))
+        (self.writes if write else self.reads).append((call, *args))
 
     # reads
     async def observation(self, namespace: str, release: str) -> Observation:
@@ -109,6 +110,14 @@ class FakeApi:
             return False  # 409: never overwritten
         self.secrets[key] = body
         return True
+
+    async def write_secret(self, body: dict[str, Any]) -> None:
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self._call("write_secret", *key, write=True)
+        # As the API server stores it: stringData folded into base64 data.
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in (body.get("stringData") or {}).items()}
+        stored = {k: v for k, v in body.items() if k != "stringData"}
+        self.secrets[key] = {**stored, "data": {**(body.get("data") or {}), **data}}
 
     async def create_job_once(self, body: dict[str, Any]) -> bool:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])

@@ -73,7 +73,7 @@ def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:
     assert seen.statefulset["spec"]["replicas"] == 3  # what is kept of each kind: test_slimming.py
     assert "managedFields" not in seen.statefulset["metadata"]
     assert [p["metadata"]["name"] for p in seen.pods] == ["db-0", "db-1"]
-    assert seen.pods[0]["status"] == {"phase": "Running"} and "spec" not in seen.pods[0]  # never read
+    assert seen.pods[0]["status"] == {"phase": "Running"} and seen.pods[0]["spec"] == {"volumes": []}
     assert seen.services == ["db", "db-ro"]
     assert seen.cronjob["metadata"]["name"] == "db-backup"
     assert [c["metadata"]["name"] for c in seen.claims] == ["data-db-0"]

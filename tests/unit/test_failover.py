@@ -320,3 +320,24 @@ def test_a_primary_whose_pod_comes_back_by_itself_is_waited_for():
     served_then_hung = starting(pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10)),
                                 NOW - timedelta(seconds=20))
     assert plan(members([served_then_hung, pod(1)], [replica_facts(1, 900)])).state == FAILING_OVER
+
+
+def with_certificate(pod_body: dict[str, Any], secret: str) -> dict[str, Any]:
+    return {**pod_body, "spec": {"volumes": [{"name": "tls", "secret": {"secretName": secret}}]}}
+
+
+def test_a_restart_onto_another_certificate_secret_restarts_the_primary_first_in_place():
+    """A replica restarted onto a new CA (TLS turned on, or the user's certificate in place of the operator's)
+    could not verify the old primary: the primary restarts first, in place; then the replicas, as usual."""
+    old = {"revision": "r1"}
+    facts = [primary_facts(0), replica_facts(1, 1000)]
+    plain = members([pod(0, role="primary", **old), pod(1, **old)], facts)
+    assert maintenance.next_restart(plain, "r2", 2, "db-tls") == Restart("db-0", "uid-0")
+    assert maintenance.next_restart(plain, "r2", 2, "") == Restart("db-1", "uid-1")  # TLS stays off: as ever
+    operators = members([with_certificate(pod(0, role="primary", **old), "db-tls"),
+                         with_certificate(pod(1, **old), "db-tls")], facts)
+    assert maintenance.next_restart(operators, "r2", 2, "db-tls") == Restart("db-1", "uid-1")  # the same CA
+    assert maintenance.next_restart(operators, "r2", 2, "platform-cert") == Restart("db-0", "uid-0")
+    primary_done = members([with_certificate(pod(0, role="primary", revision="r2"), "platform-cert"),
+                            with_certificate(pod(1, **old), "db-tls")], facts)
+    assert maintenance.next_restart(primary_done, "r2", 2, "platform-cert") == Restart("db-1", "uid-1")

@@ -115,7 +115,7 @@ def test_a_first_install_then_labels_then_an_idle_pass(api: FakeApi) -> None:
         first = await reconcile(BODY, None, runtime)
         assert len(helm.upgrades) == 1 and helm.upgrades[0]["replicas"] == 2
         assert helm.upgrades[0]["updateStrategy"] == "OnDelete"
-        assert secrets(api) == [names.credentials_secret_name("db")]
+        assert secrets(api) == [names.ca_secret_name("db"), names.server_tls_secret_name("db"), names.credentials_secret_name("db")]
         assert first.events == [] and first.helm_ran  # the install is told by status alone
         assert labels(api) == []  # no pod before Helm: they are labelled once they exist
         assert first.problem is None

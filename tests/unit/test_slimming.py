@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from mydb_operator.cluster.slimming import slim
+from mydb_operator.model.pods import serves_tls
 from mydb_operator.model.statefulset import claim_template_size, running_version
 from mydb_operator.policy.backups import facts
 
@@ -53,7 +54,8 @@ def test_a_statefulset_keeps_what_the_reconciles_read_and_loses_its_pod_template
         "replicas": 3,
         "volumeClaimTemplates": STATEFULSET["spec"]["volumeClaimTemplates"],
         "template": {"spec": {"containers": [{"name": "postgres", "image": "registry/postgres:15.2"},
-                                             {"name": "exporter", "image": "exporter:1"}]}},
+                                             {"name": "exporter", "image": "exporter:1"}],
+                              "volumes": []}},
         "updateStrategy": {"type": STATEFULSET["spec"]["updateStrategy"]["type"]},
         "podManagementPolicy": STATEFULSET["spec"]["podManagementPolicy"],
     }
@@ -71,10 +73,13 @@ def test_a_cronjob_keeps_its_schedule_and_status_only() -> None:
     assert facts(kept, []) == facts(CRONJOB, [])
 
 
-def test_pods_lose_their_spec_and_services_everything_but_metadata() -> None:
+def test_pods_keep_of_their_spec_only_whether_they_serve_tls_and_services_only_metadata() -> None:
     pod = {"metadata": {"name": "db-0", "labels": {"role": "primary"}}, "spec": {"containers": []},
            "status": {"phase": "Running"}}
-    assert slim("pods", pod) == {"metadata": pod["metadata"], "status": {"phase": "Running"}}
+    assert slim("pods", pod) == {"metadata": pod["metadata"], "spec": {"volumes": []}, "status": {"phase": "Running"}}
+    secured = {**pod, "spec": {"containers": [{}], "volumes": [{"name": "data"}, {"name": "tls", "secret": {"secretName": "db-tls", "defaultMode": 288}}]}}
+    assert slim("pods", secured)["spec"] == {"volumes": [{"name": "tls", "secret": {"secretName": "db-tls"}}]}
+    assert serves_tls(slim("pods", secured)["spec"]) and not serves_tls(slim("pods", pod)["spec"])
     service = {"metadata": {"name": "db"}, "spec": {"ports": []}, "status": {}}
     assert slim("services", service) == {"metadata": {"name": "db"}}
 

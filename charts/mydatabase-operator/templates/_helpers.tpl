@@ -75,8 +75,10 @@ app.kubernetes.io/part-of: mydatabase-operator
 # The credentials Secret is created once and deleted with deletionPolicy Delete;
 # get reads the superuser's login from it (the operator asks each server what
 # it is, and promotes a replica) and checks the keys of a Secret a MyDatabase
-# names. Never list or watch: Helm keeps its records in ConfigMaps.
+# names. update: the database's CA and server certificate (NAME-ca, NAME-tls)
+# are issued again before they expire. Never list or watch: Helm keeps its
+# records in ConfigMaps.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, create, delete]
+  verbs: [get, create, update, delete]
 {{- end -}}

@@ -22,6 +22,10 @@
 #   SOCKET_DIR         unix socket directory (default /var/run/postgresql)
 #   LISTEN_ADDRESSES   default '*'
 #   CREDENTIALS_DIR    the credentials as files (credentials.sh)
+#   TLS_DIR            tls.crt, tls.key and ca.crt: the server takes TCP
+#                      connections over TLS only, and a replica verifies its
+#                      primary's certificate (sslmode=verify-full); unset:
+#                      plain TCP
 #   PRIMARY_RECORD, PEER_DOMAIN (or PRIMARY_HOST), PRIMARY_PORT (default
 #   PGPORT)            the primary, and where a replica streams from (role.sh)
 # plus what primary-init.sh / replica-bootstrap.sh need. RESTORE_FROM and
@@ -55,6 +59,12 @@ case "$mode" in
 esac
 
 . "$SCRIPTS_DIR/role.sh"
+# What a connection to another pod adds to its conninfo (follow.sh, replica-bootstrap.sh, the WAL receiver).
+PEER_SSL=""
+if [ -n "${TLS_DIR:-}" ]; then
+  PEER_SSL="sslmode=verify-full sslrootcert=$TLS_DIR/ca.crt"
+fi
+export PEER_SSL
 has_cluster() { [ -s "$PGDATA/PG_VERSION" ]; }
 
 if [ "$ROLE" = primary ]; then
@@ -136,6 +146,9 @@ if [ "$ROLE" = replica ]; then
   conninfo="host=$PRIMARY_HOST port=${PRIMARY_PORT:-$PGPORT} user=$REPLICATION_USER"
   conninfo="$conninfo passfile=$REPLICATION_PASSFILE application_name=$POD_NAME"
   conninfo="$conninfo tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3"
+  if [ -n "$PEER_SSL" ]; then
+    conninfo="$conninfo $PEER_SSL"
+  fi
 elif [ -f "$PGDATA/standby.signal" ]; then
   echo "entrypoint: $PGDATA is still a standby: it serves read-only, following nobody, until the operator promotes it"
 fi
@@ -164,8 +177,29 @@ fi
 include="include_if_exists = 'chart.conf'"
 grep -qxF "$include" "$PGDATA/postgresql.conf" || printf '\n%s\n' "$include" >> "$PGDATA/postgresql.conf"
 
+# Who may connect, written on every start beside the socket (hba_file), so a
+# change of TLS takes effect at the next start whatever PGDATA's own file says:
+# everyone authenticates, and with TLS_DIR a TCP connection without TLS
+# matches no line and is refused.
+tcp=host
+set --
+if [ -n "${TLS_DIR:-}" ]; then
+  tcp=hostssl
+  # The Secret's files as mounted, never copied: a renewed certificate
+  # replaces them, and a reload (the operator's) makes the server present it.
+  set -- -c ssl=on -c ssl_cert_file="$TLS_DIR/tls.crt" -c ssl_key_file="$TLS_DIR/tls.key"
+fi
+cat > "$SOCKET_DIR/pg_hba.conf" <<HBA
+# Written by entrypoint.sh at each start.
+local all all scram-sha-256
+local replication all scram-sha-256
+$tcp all all all scram-sha-256
+$tcp replication all all scram-sha-256
+HBA
+
 # exec: postgres becomes PID 1 and receives the container's signals itself.
 # Command-line settings win over postgresql.conf: these are the chart's wiring.
 exec postgres -D "$PGDATA" -p "$PGPORT" \
   -c listen_addresses="${LISTEN_ADDRESSES:-*}" \
-  -c unix_socket_directories="$SOCKET_DIR"
+  -c unix_socket_directories="$SOCKET_DIR" \
+  -c hba_file="$SOCKET_DIR/pg_hba.conf" "$@"

@@ -20,6 +20,7 @@
 #   CREDENTIALS_DIR  the superuser's credentials (pg_rewind reads the primary's files)
 #   REWIND_STANDBY   true: check a standby too (default false)
 #   PRIMARY_WAIT_SECONDS  how long a former primary waits for the new one (default 0: for ever)
+#   PEER_SSL         conninfo keywords for TLS to the primary (entrypoint.sh), or empty
 set -eu
 
 : "${PGDATA:?PGDATA is required}"
@@ -32,7 +33,7 @@ SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
 private="$(mktemp -d)"
 trap 'rm -rf "$private"' EXIT
 connect_as_superuser "$private"
-source_server="host=$PRIMARY_HOST port=$PRIMARY_PORT dbname=postgres connect_timeout=5"
+source_server="host=$PRIMARY_HOST port=$PRIMARY_PORT dbname=postgres connect_timeout=5 ${PEER_SSL:-}"
 
 # on_primary SQL: the primary's answer, empty when it does not answer.
 on_primary() {

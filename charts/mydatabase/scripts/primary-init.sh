@@ -1,6 +1,6 @@
 #!/bin/sh
 # Creates the primary's cluster once: initdb, superuser password, replication
-# role, pg_hba rules and, with RESTORE_FROM, the data of another database's
+# role and, with RESTORE_FROM, the data of another database's
 # dump. Does nothing when PGDATA already holds a cluster, so it is safe on
 # every start.
 #
@@ -89,14 +89,7 @@ write_passfile "$work/pgpass" "$superuser" "$password"
 initdb -D "$new" -U "$superuser" --pwfile="$work/pwfile" \
   --auth-local=scram-sha-256 --auth-host=scram-sha-256 --encoding=UTF8
 
-# Replicas and clients come from other pods; everyone must authenticate.
-cat >> "$new/pg_hba.conf" <<HBA
-
-# Added by primary-init.sh: streaming replication and clients from any address.
-host replication "$replication_user" all scram-sha-256
-host all all all scram-sha-256
-HBA
-
+# Who may connect over TCP is entrypoint.sh's (a pg_hba.conf written at each start): PGDATA's is initdb's.
 # A private server (unix socket in $work, no TCP) for the one-time SQL, so no
 # client can connect before the setup is complete.
 pg_ctl -D "$new" -w -l "$work/init.log" \

@@ -124,8 +124,6 @@ SELECT format('CREATE ROLE %I', :'repl_user') WHERE NOT EXISTS (SELECT FROM pg_r
 ALTER ROLE :"repl_user" WITH REPLICATION LOGIN PASSWORD :'repl_password';
 CHECKPOINT;
 SQL
-grep -q "^host replication \"$replication_user\" " "$RECOVER_INTO/pg_hba.conf" || \
-  printf 'host replication "%s" all scram-sha-256\n' "$replication_user" >> "$RECOVER_INTO/pg_hba.conf"
 pg_ctl -D "$RECOVER_INTO" -m fast -w stop >/dev/null
 trap 'rm -rf "$work"' EXIT
 grep -E 'recovery stopping|last completed transaction' "$work/recovery.log" || true

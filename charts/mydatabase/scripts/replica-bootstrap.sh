@@ -11,6 +11,7 @@
 #                         (entrypoint.sh writes it from CREDENTIALS_DIR)
 #   REPLICATION_USER      the replication user
 #   PRIMARY_WAIT_SECONDS  how long to wait for the primary (default 600)
+#   PEER_SSL              conninfo keywords for TLS to the primary (entrypoint.sh), or empty
 #
 # No replication slot: a slot lives on one primary, and a failover or a
 # switchover moves the primary; wal_keep_size keeps the WAL a replica needs.
@@ -37,7 +38,7 @@ fi
 # After a full restart the primary may still be starting; after a failover the
 # recorded primary may not be promoted yet: a clone of it would not follow it.
 is_primary() {
-  psql "host=$PRIMARY_HOST port=$PRIMARY_PORT user=$REPLICATION_USER dbname=postgres connect_timeout=5" \
+  psql "host=$PRIMARY_HOST port=$PRIMARY_PORT user=$REPLICATION_USER dbname=postgres connect_timeout=5 ${PEER_SSL:-}" \
     -XAtq -c 'select pg_is_in_recovery()' 2>/dev/null | grep -qx f
 }
 deadline=$(( $(date +%s) + ${PRIMARY_WAIT_SECONDS:-600} ))
@@ -57,7 +58,7 @@ rm -rf "$tmp"
 # clone whose primary vanished without closing the connection (the pod then
 # restarts and clones again) instead of leaving it waiting forever.
 PGPASSFILE="$REPLICATION_PASSFILE" pg_basebackup \
-  -d "tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3" \
+  -d "tcp_user_timeout=10000 keepalives_idle=10 keepalives_interval=5 keepalives_count=3 ${PEER_SSL:-}" \
   -h "$PRIMARY_HOST" -p "$PRIMARY_PORT" -U "$REPLICATION_USER" -w \
   -D "$tmp" -X stream -c fast
 touch "$tmp/standby.signal"

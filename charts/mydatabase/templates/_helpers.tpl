@@ -163,6 +163,11 @@ adds what only the first boot reads (the init container): what to restore.
 # the environment is inherited by every process, PostgreSQL included.
 - name: CREDENTIALS_DIR
   value: /etc/mydatabase/credentials
+{{- if .ctx.Values.tls.enabled }}
+# The server's certificate and key, and the CA replicas verify the primary with (entrypoint.sh).
+- name: TLS_DIR
+  value: /etc/mydatabase/tls
+{{- end }}
 {{- if and .firstBoot $restore.enabled }}
 # Ordinal 0 restores this dump from RESTORE_DIR before it first serves
 # (primary-init.sh); replicas clone the primary.
@@ -191,6 +196,11 @@ adds what only the first boot reads (the init container): what to restore.
 - name: primary-record
   mountPath: /etc/mydatabase/primary
   readOnly: true
+{{- if .ctx.Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/mydatabase/tls
+  readOnly: true
+{{- end }}
 # Writable places under a read-only root filesystem: the unix
 # socket and lock file, and temporary files of the scripts.
 - name: run
@@ -253,6 +263,59 @@ tolerations:
 The credentials Secret as files, readable by PostgreSQL's group (fsGroup) and
 nobody else; the scripts copy what they need into private password files.
 */}}
+{{/* The TLS Secret's name; rendering fails without it while TLS is on. */}}
+{{- define "mydatabase.tlsSecretName" -}}
+{{- required "tls.secretName is required while tls.enabled is true: the name of an existing Secret with keys tls.crt, tls.key and ca.crt (the operator creates it; the chart never does), or set tls.enabled=false" .Values.tls.secretName -}}
+{{- end -}}
+
+{{/*
+The database pods' TLS volume: the server's key is readable by PostgreSQL's
+group (fsGroup) and owned by root, which PostgreSQL accepts for a key file
+(0640 or less). Mounted as it is, never copied: a renewed certificate reaches
+the files without a restart, and a reload makes the server present it.
+*/}}
+{{- define "mydatabase.tlsVolume" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "mydatabase.tlsSecretName" . | quote }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{/*
+Client pods (backups, the archive, helm test): only the CA, and libpq told to
+verify the server's name against it.
+*/}}
+{{- define "mydatabase.clientTLSVolume" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "mydatabase.tlsSecretName" . | quote }}
+    defaultMode: 0444
+    items:
+      - key: ca.crt
+        path: ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "mydatabase.clientTLSMount" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/mydatabase/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "mydatabase.clientTLSEnv" -}}
+{{- if .Values.tls.enabled }}
+- name: PGSSLMODE
+  value: verify-full
+- name: PGSSLROOTCERT
+  value: /etc/mydatabase/tls/ca.crt
+{{- end }}
+{{- end -}}
+
 {{- define "mydatabase.credentialsVolume" -}}
 - name: credentials
   secret:

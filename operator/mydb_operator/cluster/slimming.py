@@ -7,13 +7,26 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import names
+from ..model.pods import TLS_VOLUME, tls_secret
 
 Object = dict[str, Any]
 
 # Parts no reconcile reads (status, the policies and drift look at pod and Job status and
 # Service names): not kept, to keep memory flat at a thousand databases. A fresh API read
 # before acting (an on-demand backup's Job template, Helm) has whole objects anyway.
-UNREAD = {"pods": ("spec",), "jobs": ("spec",), "services": ("spec", "status")}
+UNREAD = {"jobs": ("spec",), "services": ("spec", "status")}
+
+
+def tls_volumes(pod_spec: Object) -> list[Object]:
+    """Of a pod spec's volumes, only the certificate's, and only its Secret's name (model/pods.tls_secret):
+    the operator connects to such a pod over TLS, and restarts the primary first when the Secret changes."""
+    secret = tls_secret(pod_spec)
+    return [{"name": TLS_VOLUME, "secret": {"secretName": secret}}] if secret else []
+
+
+def pod_spec(spec: Object) -> Object:
+    """What reconciles read of a pod's spec: whether it serves TLS."""
+    return {"volumes": tls_volumes(spec)}
 
 
 def statefulset_spec(spec: Object) -> Object:
@@ -25,7 +38,7 @@ def statefulset_spec(spec: Object) -> Object:
     return {
         "replicas": spec.get("replicas"),
         "volumeClaimTemplates": spec.get("volumeClaimTemplates") or [],
-        "template": {"spec": {"containers": containers}},
+        "template": {"spec": {"containers": containers, "volumes": tls_volumes(pod_spec)}},
         "updateStrategy": {"type": (spec.get("updateStrategy") or {}).get("type")},
         "podManagementPolicy": spec.get("podManagementPolicy"),
     }
@@ -61,7 +74,11 @@ PARTS_READ: dict[str, Callable[[Object], Object]] = {"configmaps": configmap, "e
 # managedFields are the largest part of a server-side applied object; no reconcile reads a
 # child's annotations (Helm's release annotations, pod annotations).
 METADATA_UNREAD = ("managedFields", "annotations")
-SPEC_READ: dict[str, Callable[[Object], Object]] = {"statefulsets": statefulset_spec, "cronjobs": cronjob_spec}
+SPEC_READ: dict[str, Callable[[Object], Object]] = {
+    "statefulsets": statefulset_spec,
+    "cronjobs": cronjob_spec,
+    "pods": pod_spec,
+}
 
 
 def shared_strings(value: Any) -> Any:

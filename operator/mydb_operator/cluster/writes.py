@@ -26,6 +26,14 @@ class Writes(Connection):
         return created(lambda: self.send("POST", SECRETS.path(body["metadata"]["namespace"]), body))
 
     @threaded
+    def write_secret(self, body: dict[str, Any]) -> None:
+        """Create the Secret, or replace what it holds: a certificate the operator issues again. Unconditional:
+        only the operator writes these, and only under its Lease."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if not created(lambda: self.send("POST", SECRETS.path(namespace), body)):
+            self.send("PUT", SECRETS.path(namespace, name), body)
+
+    @threaded
     def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:
         with tolerating(404):  # a pod that just went away needs no label
             self.send(

@@ -18,9 +18,11 @@ def missing_keys(secret: dict[str, Any]) -> list[str]:
     return [key for key in REQUIRED_KEYS if key not in present]
 
 
-def connection_uri(user: str, password: str, host: str, port: int = names.POSTGRES_PORT) -> str:
-    """To the `postgres` database on the servers' port (desired/values.postgres_port)."""
-    return f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/postgres"
+def connection_uri(user: str, password: str, host: str, port: int = names.POSTGRES_PORT, tls: bool = False) -> str:
+    """To the `postgres` database on the servers' port (desired/values.postgres_port); with TLS, verifying
+    the server's certificate and name (libpq then wants the CA: sslrootcert, or PGSSLROOTCERT)."""
+    uri = f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/postgres"
+    return f"{uri}?sslmode=verify-full" if tls else uri
 
 
 def new_password() -> str:
@@ -28,9 +30,13 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def credentials_secret(namespace: str, release: str, port: int = names.POSTGRES_PORT) -> dict[str, Any]:
+def credentials_secret(
+    namespace: str, release: str, port: int = names.POSTGRES_PORT, ca: bytes = b""
+) -> dict[str, Any]:
     """A new Secret body; its passwords exist only here and in the API server. `port`: the servers'
-    (desired/values.postgres_port), which the URIs name."""
+    (desired/values.postgres_port), which the URIs name. CA: the servers' CA (TLS on), which a client
+    mounting this Secret verifies them with (`ca.crt`); the URIs then ask for sslmode=verify-full."""
+    tls = bool(ca)
     password = new_password()
     read_write = names.service_host(namespace, names.read_write_service(release))
     read_only = names.service_host(namespace, names.read_only_service(release))
@@ -49,7 +55,8 @@ def credentials_secret(namespace: str, release: str, port: int = names.POSTGRES_
             "replication-username": REPLICATION_USER,
             "replication-password": new_password(),
             # Ready-made connection strings for the read-write and read-only Services.
-            "uri": connection_uri(SUPERUSER, password, read_write, port),
-            "uri-ro": connection_uri(SUPERUSER, password, read_only, port),
+            "uri": connection_uri(SUPERUSER, password, read_write, port, tls),
+            "uri-ro": connection_uri(SUPERUSER, password, read_only, port, tls),
+            **({"ca.crt": ca.decode()} if tls else {}),
         },
     }

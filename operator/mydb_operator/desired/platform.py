@@ -62,6 +62,7 @@ DENIED_PARAMETERS = frozenset(
         "wal_log_hints",  # pg_rewind of a former primary needs it
         "max_slot_wal_keep_size",  # backup.maxRetainedWal (the chart's value)
         "recovery_target_timeline",  # a replica follows a promoted one onto its new timeline
+        "ssl",  # spec.tls
         "ssl_cert_file",
         "ssl_key_file",
         "ssl_ca_file",

@@ -28,6 +28,7 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
         # The operator restarts the pods itself (reconcile/topology.py): replicas, then one switchover.
         "updateStrategy": "OnDelete",
         "replication": {"synchronous": spec.synchronous},
+        "tls": {"enabled": True, "secretName": tls_secret_name(release, spec)} if spec.tls else {"enabled": False},
     }
     if spec.storage_class_name:
         values["storage"]["storageClassName"] = spec.storage_class_name
@@ -66,6 +67,11 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
     return values
 
 
+def tls_secret_name(release: str, spec: DatabaseSpec) -> str:
+    """The Secret the servers' certificate comes from: the user's (spec.tls.secretName), else the operator's."""
+    return spec.tls_secret or names.server_tls_secret_name(release)
+
+
 def postgres_port(values: Mapping[str, Any], chart_default: int = names.POSTGRES_PORT) -> int:
     """The port the servers listen on, from the values Helm gets: postgresql.port, else the chart's default.
 
@@ -82,10 +88,10 @@ def owner_value(name: str, uid: str) -> dict[str, str]:
     return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": names.KIND, "name": name, "uid": uid}
 
 
-# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones): an older chart (a database upgraded
+# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones, 0.10.0 for tls): an older chart (a database upgraded
 # from it) or a platform's own chart that does not declare them is not given them, as it would refuse an
 # unknown key.
-NEWER_VALUES = ("updateStrategy", "replication", "backup.continuous", "restore.pointInTime")
+NEWER_VALUES = ("updateStrategy", "replication", "backup.continuous", "restore.pointInTime", "tls")
 
 
 def value_keys(defaults: dict[str, Any]) -> frozenset[str]:
@@ -118,6 +124,8 @@ def database_values(
         if chart_keys is not None and key not in chart_keys:
             if key == "replication" and spec.synchronous:
                 raise SpecError("replication.synchronous", "the chart in use does not take replication values")
+            if key == "tls" and spec.tls_secret:
+                raise SpecError("tls.secretName", "the chart in use has no TLS: it serves plain TCP")
             if key == "restore.pointInTime" and spec.restore and spec.restore.point_in_time:
                 raise SpecError("restore.pointInTime", "the chart in use cannot recover to a moment")
             parent, _, child = key.partition(".")

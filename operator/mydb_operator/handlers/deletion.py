@@ -61,6 +61,9 @@ async def delete_database(
             await api.delete_record(namespace, name)
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete
             await api.delete_secret(namespace, names.credentials_secret_name(name))
+        if plan.delete_certificates:  # the operator's own, whether or not spec.tls.secretName names another
+            await api.delete_secret(namespace, names.ca_secret_name(name))
+            await api.delete_secret(namespace, names.server_tls_secret_name(name))
     except HelmError as error:
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     except API_FAILURES as error:

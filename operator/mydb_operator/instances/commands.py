@@ -28,6 +28,12 @@ async def repoint(server: Server, login: Login, conninfo: str) -> None:
         await connection.execute("select pg_reload_conf()")
 
 
+async def reload(server: Server, login: Login) -> bool:
+    """pg_reload_conf(): the server reads its certificate files (and its configuration) again."""
+    async with session(server, login) as connection:
+        return bool(await connection.fetchval("select pg_reload_conf()"))
+
+
 async def analyze(server: Server, login: Login) -> bool:
     """ANALYZE in every database that takes connections: pg_upgrade carries no planner statistics over, and
     until they are gathered again the planner guesses."""

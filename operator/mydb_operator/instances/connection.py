@@ -7,6 +7,7 @@ stuck pool."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,6 +25,15 @@ FAILURES = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError
 class Login:
     user: str
     password: str
+    ca: bytes = b""  # the CA the servers' certificate is verified with (PEM); empty: TLS is off
+
+
+def tls_context(ca: bytes) -> ssl.SSLContext:
+    """TLS that verifies the server's chain against the database's CA. Not its name: the operator connects
+    to a pod's IP, which it read from the API server, and no certificate names an IP that changes."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    context.check_hostname = False
+    return context
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class Server:
     pod: str
     address: str  # the pod's IP
     port: int
+    tls: bool = False  # the pod serves TLS (it mounts a certificate): the session is encrypted and verified
 
 
 @asynccontextmanager
@@ -44,6 +55,7 @@ async def session(server: Server, login: Login, database: str = "postgres") -> A
         timeout=CONNECT_SECONDS,
         command_timeout=COMMAND_SECONDS,
         server_settings={"application_name": "mydb-operator"},
+        ssl=tls_context(login.ca) if server.tls and login.ca else None,
     )
     try:
         yield connection

@@ -31,7 +31,12 @@ select pg_is_in_recovery() as in_recovery,
       'reply_age', extract(epoch from now() - reply_time)) order by application_name), '[]')
    from pg_stat_replication) as standbys,
   (select wal_status from pg_replication_slots where slot_name = $1) as archive_slot,
-  current_setting('server_version_num')::int as version_num
+  current_setting('server_version_num')::int as version_num,
+  case when current_setting('ssl') = 'on' then encode(sha256(
+    pg_read_binary_file(current_setting('ssl_cert_file'), 0, 1048576, true)), 'hex') end as certificate,
+  coalesce(current_setting('ssl') = 'on'
+    and (select modification from pg_stat_file(current_setting('ssl_cert_file'), true)) > pg_conf_load_time(),
+    false) as reload_due
 """
 
 
@@ -57,6 +62,8 @@ async def probe(server: Server, login: Login) -> Probe:
         standbys=standbys,
         archive_slot=row["archive_slot"],
         version=server_version(row["version_num"]),
+        certificate=row["certificate"],
+        reload_due=row["reload_due"],
     )
 
 

@@ -26,6 +26,22 @@ def role_label(pod: Object) -> str | None:
     return role
 
 
+TLS_VOLUME = "tls"  # the chart's database pods mount their certificate under this volume name
+
+
+def tls_secret(pod_spec: Object | None) -> str:
+    """The Secret a pod (or a StatefulSet's template) with this spec takes its certificate from; "": it
+    mounts none, so it serves plain TCP."""
+    for volume in (pod_spec or {}).get("volumes") or []:
+        if volume.get("name") == TLS_VOLUME:
+            return str((volume.get("secret") or {}).get("secretName") or "")
+    return ""
+
+
+def serves_tls(pod_spec: Object | None) -> bool:
+    return bool(tls_secret(pod_spec))
+
+
 def is_ready(pod: Object) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return not pod["metadata"].get("deletionTimestamp") and any(

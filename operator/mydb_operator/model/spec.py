@@ -64,6 +64,8 @@ class DatabaseSpec:
     failover_delay: int = FAILOVER_DELAY_SECONDS
     max_lag_on_failover: str = MAX_LAG_ON_FAILOVER
     synchronous: bool = False  # spec.replication.synchronous
+    tls: bool = True  # spec.tls.enabled: TLS for every TCP connection, plain TCP refused
+    tls_secret: str = ""  # spec.tls.secretName: the user's server certificate; empty: the operator issues one
 
     @property
     def major(self) -> int:
@@ -79,6 +81,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
     restore = _section(spec, "restore")
     scheduling = _section(spec, "scheduling") or {}
     replication = _section(spec, "replication") or {}
+    tls = _section(spec, "tls") or {}
     parsed = DatabaseSpec(
         replicas=_integer("replicas", spec["replicas"]),
         version=str(spec["version"]),
@@ -114,6 +117,8 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         failover_delay=_integer("failoverDelay", spec.get("failoverDelay", FAILOVER_DELAY_SECONDS)),
         max_lag_on_failover=_text(spec, "maxLagOnFailover", "maxLagOnFailover", MAX_LAG_ON_FAILOVER),
         synchronous=bool(replication.get("synchronous", False)),
+        tls=bool(tls.get("enabled", True)),
+        tls_secret=_text(tls, "secretName", "tls.secretName", ""),
     )
     validate(parsed)
     return parsed
@@ -161,6 +166,8 @@ def validate(spec: DatabaseSpec) -> None:
         raise SpecError("maxLagOnFailover", f"{spec.max_lag_on_failover!r} is not a quantity of bytes such as 16Mi")
     if spec.synchronous and spec.replicas < 2:
         raise SpecError("replication.synchronous", "needs at least 2 replicas: a commit waits for a replica")
+    if spec.tls_secret and not spec.tls:
+        raise SpecError("tls.secretName", "names a certificate for TLS, which tls.enabled: false turns off")
     if spec.deletion_policy not in (DELETION_RETAIN, DELETION_DELETE):
         raise SpecError("deletionPolicy", f"must be Retain or Delete, got {spec.deletion_policy!r}")
     if spec.backup:

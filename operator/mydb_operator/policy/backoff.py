@@ -11,7 +11,14 @@ BACKOFF_FIRST, BACKOFF_MAX = 5.0, 300.0
 # Problems that wait on something a user makes (a Secret, a StorageClass, a restore's source): looking again
 # costs one read, and a user who just made it should not wait out a 5-minute back-off.
 WAITING_ON_A_USER = frozenset(
-    {"CredentialsMissing", "CredentialsInvalid", "StorageClassNotFound", "RestoreSourceMissing"}
+    {
+        "CredentialsMissing",
+        "CredentialsInvalid",
+        "StorageClassNotFound",
+        "RestoreSourceMissing",
+        "TLSSecretMissing",
+        "TLSSecretInvalid",
+    }
 )
 
 

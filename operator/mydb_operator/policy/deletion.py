@@ -15,6 +15,9 @@ from ..model.spec import DELETION_DELETE, parse_spec
 class DeletionPlan:
     delete_claims: bool  # the data and backup claims go too (deletionPolicy Delete)
     delete_secret: bool  # and the operator's own credentials Secret with them
+    # and the operator's CA and server certificate (kept with Retain: a database made again over the kept
+    # claims keeps the CA its clients trust)
+    delete_certificates: bool = False
 
 
 def owned_by(obj: Mapping[str, Any] | None, uid: str) -> bool:
@@ -34,4 +37,6 @@ def deletion_plan(spec: Mapping[str, Any]) -> DeletionPlan:
     except SpecError:
         return DeletionPlan(delete_claims=False, delete_secret=False)
     delete = parsed.deletion_policy == DELETION_DELETE
-    return DeletionPlan(delete_claims=delete, delete_secret=delete and not parsed.existing_secret)
+    return DeletionPlan(
+        delete_claims=delete, delete_secret=delete and not parsed.existing_secret, delete_certificates=delete
+    )

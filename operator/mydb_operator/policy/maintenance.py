@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import names
 from ..model.instances import InstanceFacts
-from ..model.pods import pod_ordinal
+from ..model.pods import pod_ordinal, tls_secret
 from ..model.record import SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.statefulset import REVISION_LABEL
 from ..model.timestamps import rfc3339
@@ -79,10 +79,17 @@ def scale_down_switchover(members: Members, desired: int) -> Answer | None:
     return Answer(switchover_to(members, chosen.pod), f"scaling to {desired}: moving the primary to {chosen.pod}")
 
 
-def next_restart(members: Members, revision: str | None, desired: int | None = None) -> RecordPrimary | Restart | None:
+def next_restart(
+    members: Members, revision: str | None, desired: int | None = None, template_tls_secret: str = ""
+) -> RecordPrimary | Restart | None:
     """The next pod to restart onto the StatefulSet's revision: one replica at a time (highest ordinal
     first) while every pod serves, then the primary by a switchover to the best replica, or in place
     when no replica can take over (a single instance, or servers that do not answer).
+
+    TEMPLATE_TLS_SECRET: the Secret the new template takes its certificate from. A primary that serves
+    another one (none: plain TCP; another: perhaps another CA) restarts first, in place: a restarted replica
+    insists on verifying its primary with the new CA and could not follow it, so a switchover to it would
+    lose what it missed (the old replicas follow the new primary: they verify nothing yet, or the same CA).
 
     DESIRED: the StatefulSet's replicas; fewer pods than that is a pod being replaced (a restarted replica gone
     from the cache before its new pod shows), not a single instance: nothing then."""
@@ -92,10 +99,13 @@ def next_restart(members: Members, revision: str | None, desired: int | None = N
         return None
     behind = [p for p in members.pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision]
     replicas = [p for p in behind if p["metadata"]["name"] != members.primary]
+    primary = members.pod(members.primary)
+    moves_ca = template_tls_secret and tls_secret(primary.get("spec") if primary else None) != template_tls_secret
+    if moves_ca and primary is not None and primary in behind:
+        return Restart(members.primary, uid_of(primary))
     if replicas:
         last = max(replicas, key=pod_ordinal)
         return Restart(last["metadata"]["name"], uid_of(last))
-    primary = members.pod(members.primary)
     if primary is None or primary not in behind:
         return None
     chosen = choose_replica(members, exclude=members.primary)

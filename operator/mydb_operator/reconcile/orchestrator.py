@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from ..model.errors import SpecError
@@ -13,6 +14,7 @@ from ..status.phases import DEPLOYING, PENDING
 from ..status.primary import PrimaryView
 from ..status.problem import Problem
 from ..status.warnings import warnings_for
+from .certificates import CertificateState, keep_certificates, reload_where_due
 from .clock import now
 from .converging import converge
 from .observing import from_cache, observe_fresh
@@ -46,15 +48,25 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     if continuous and upgraded_now(previous, upgrade.state):
         assert upgrade.state is not None
         previous = backups.for_a_new_major(previous, upgrade.state.from_version, upgrade.state.finished_at)
-    if spec is None:
+    certificates = CertificateState()
+    if spec is not None:
+        first_install = not previous.get("release")
+        certificates = await keep_certificates(
+            namespace, name, spec, annotations, previous, runtime, datetime.now(UTC), before_helm=first_install
+        )
+        problem = certificates.problem
+    if spec is None or problem is not None:
         outcome = Outcome(observed, previous.get("release"), previous.get("lastOperation"), problem=problem)
     else:
         target = Target(
             namespace, name, spec, previous.get("release"), previous.get("lastOperation"), uid, upgrade.hold
         )
         outcome = await converge(target, observed, runtime, fresh=cached is None)
-    outcome.events = topology.events + upgrade.events + outcome.events
-    outcome.recheck = min((s for s in (topology.recheck, upgrade.recheck) if s is not None), default=None)
+    if spec is not None:
+        await reload_where_due(namespace, name, spec, certificates, topology.probes, outcome.observed.pods, runtime)
+    outcome.events = topology.events + upgrade.events + certificates.events + outcome.events
+    rechecks = (topology.recheck, upgrade.recheck, certificates.recheck)
+    outcome.recheck = min((s for s in rechecks if s is not None), default=None)
     outcome.retry_soon = topology.failed
     on_demand, backup_events = await backup_on_demand(
         runtime.api,
@@ -82,6 +94,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         on_demand=on_demand,
         primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
         upgrade=upgrade.state,
+        tls=certificates.status,
     )
     outcome.status = build_status(Wanted(name, namespace, generation, spec, runtime.port), happened, previous, now())
     outcome.events += warnings_for(previous, outcome.status)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from .. import names
 from ..cluster.api import ApiPort
 from ..desired.credentials import credentials_secret, missing_keys
+from ..desired.values import tls_secret_name
 from ..model.observation import Observation
+from ..model.secrets import secret_files
 from ..model.spec import DatabaseSpec
 from ..status.problem import Problem
 
@@ -48,7 +50,10 @@ async def ensure_credentials(
         return None, None
     if not first_install:  # made before the first install; never rotated, never re-made silently
         return None, None
-    body = credentials_secret(namespace, name, port)
+    ca = b""
+    if spec.tls:  # made before Helm runs, so before this (reconcile/certificates.py)
+        ca = secret_files(await api.read_secret(namespace, tls_secret_name(name, spec))).get("ca.crt", b"")
+    body = credentials_secret(namespace, name, port, ca)
     if await api.create_secret_once(body):
         return f"created Secret {body['metadata']['name']} with random passwords", None
     return None, None

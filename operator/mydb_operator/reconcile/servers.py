@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import names
+from ..desired.values import tls_secret_name
 from ..instances.connection import FAILURES, Login, Server, failure_text
 from ..instances.logins import login_from
 from ..instances.probe import probe_all
 from ..model.instances import InstanceFacts, Probe, Unreachable
+from ..model.pods import serves_tls
+from ..model.secrets import secret_files
 from ..model.spec import DatabaseSpec
 from ..policy.members import serving
 from ..telemetry import metrics
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
+# What a server says when the Secrets the login came from changed: the password, or the CA.
+CHANGED_SECRET = ("password authentication failed", "certificate verify failed")
 Object = dict[str, Any]
 
 
@@ -26,23 +32,36 @@ class Servers:
     def __init__(self, namespace: str, name: str, spec: DatabaseSpec | None, runtime: Runtime):
         self.namespace, self.name, self.runtime = namespace, name, runtime
         self.secret = (spec.existing_secret if spec else "") or names.credentials_secret_name(name)
+        self.tls_secret = tls_secret_name(name, spec) if spec is not None and spec.tls else ""
         self.port = runtime.port
 
     async def login(self) -> Login | None:
+        """The superuser's login, and the CA its servers' certificate is verified with while TLS is on."""
         key = (self.namespace, self.secret)
         known = self.runtime.logins.get(key)
-        if known is not None:
+        if known is not None and (known.ca or not self.tls_secret):  # TLS turned on since: read the CA
             return known
         secret = await self.runtime.api.read_secret(self.namespace, self.secret)
         found = login_from(secret) if secret else None
+        if found is not None and self.tls_secret:
+            found = dataclasses.replace(found, ca=await self.trusted())
         if found is not None:
             self.runtime.logins.remember(key, found)
         return found
 
+    async def trusted(self) -> bytes:
+        """The CAs a server's certificate may come from: the certificate Secret's, and the operator's own when
+        that Secret is the user's (while the pods move from one to the other, some present each)."""
+        bundle = secret_files(await self.runtime.api.read_secret(self.namespace, self.tls_secret)).get("ca.crt", b"")
+        if self.tls_secret != names.server_tls_secret_name(self.name):
+            own = await self.runtime.api.read_secret(self.namespace, names.ca_secret_name(self.name))
+            bundle = bundle.rstrip(b"\n") + b"\n" + secret_files(own).get("ca.crt", b"")
+        return bundle.strip()
+
     def server(self, pods: list[Object], pod: str) -> Server | None:
         found = next((p for p in pods if p["metadata"]["name"] == pod), None)
         address = ((found or {}).get("status") or {}).get("podIP")
-        return Server(pod, address, self.port) if address else None
+        return Server(pod, address, self.port, serves_tls((found or {}).get("spec"))) if address else None
 
     async def ask(self, pods: list[Object]) -> dict[str, Probe]:
         """Each ready pod's server, all at once. One that is not ready is not asked: a hung server would
@@ -57,8 +76,8 @@ class Servers:
         probes = await probe_all(servers, login)
         for probe in probes.values():
             metrics.INSTANCE_PROBES.labels("answered" if isinstance(probe, InstanceFacts) else "unreachable").inc()
-            if isinstance(probe, Unreachable) and "password authentication failed" in probe.error:
-                self.runtime.logins.forget((self.namespace, self.secret))  # the Secret changed: read it again
+            if isinstance(probe, Unreachable) and any(why in probe.error for why in CHANGED_SECRET):
+                self.runtime.logins.forget((self.namespace, self.secret))  # a Secret changed: read it again
         return probes
 
     async def command(

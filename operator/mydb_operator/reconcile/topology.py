@@ -20,7 +20,7 @@ from ..desired.record import record_configmap
 from ..instances import commands
 from ..model.instances import Probe, parse_lsn
 from ..model.observation import Observation
-from ..model.pods import role_label
+from ..model.pods import role_label, tls_secret
 from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord, parse_record, recorded_primary
 from ..model.spec import FAILOVER_DELAY_SECONDS, MAX_LAG_ON_FAILOVER, DatabaseSpec, lag_limit
 from ..model.statefulset import update_revision, update_strategy
@@ -248,7 +248,9 @@ async def planned_move(
             return Plan((), SERVING, moved.message)
     if update_strategy(observed.statefulset) == "OnDelete":
         desired = ((observed.statefulset or {}).get("spec") or {}).get("replicas")
-        restart = maintenance.next_restart(members, update_revision(observed.statefulset), desired)
+        template = (((observed.statefulset or {}).get("spec") or {}).get("template") or {}).get("spec")
+        revision = update_revision(observed.statefulset)
+        restart = maintenance.next_restart(members, revision, desired, tls_secret(template))
         if restart is not None:
             return Plan((restart,), SERVING, "restarting the pods onto the current template")
     return Plan((), SERVING)

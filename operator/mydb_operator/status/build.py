@@ -54,6 +54,7 @@ class Happened:
     on_demand: Mapping[str, str] = field(default_factory=dict)  # the on-demand backup and verification Jobs
     primary: PrimaryView = field(default_factory=PrimaryView)  # the servers' answers and the primary's plan
     upgrade: UpgradeState | None = None  # a major upgrade's state (policy/major_upgrade.py)
+    tls: Mapping[str, Any] = field(default_factory=dict)  # status.tls: the certificate (reconcile/certificates.py)
 
 
 def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], now: str) -> dict[str, Any]:
@@ -120,6 +121,8 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         status["release"] = happened.applied
     if happened.upgrade is not None:
         status["upgrade"] = happened.upgrade.as_status()
+    if happened.tls:
+        status["tls"] = tls_status(happened.tls, view)
     backup = {**backups.facts(observation.cronjob, observation.jobs), **happened.on_demand}
     known = (previous.get("backup") or {}).get("lastVerification") or {}
     verified = backups.verification(observation.jobs, backup.get("lastVerificationJob"), known)
@@ -147,6 +150,16 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
             healthy, backup_reason, backup_message = stalled or (healthy, backup_reason, backup_message)
         conditions.append(make("BackupHealthy", healthy, backup_reason, backup_message))
     return status
+
+
+def tls_status(tls: Mapping[str, Any], view: PrimaryView) -> dict[str, Any]:
+    """status.tls, with how many servers present its certificate (their file is it, and they read it since)."""
+    presenting = [
+        p.pod
+        for p in view.probes.values()
+        if isinstance(p, InstanceFacts) and p.certificate == tls.get("fingerprint") and not p.reload_due
+    ]
+    return {**tls, "presentedBy": sorted(presenting)}
 
 
 def archive_entry(
