@@ -194,10 +194,11 @@ def previous_chart(tmp_path) -> str:
 
 @pytest.mark.own_operator
 def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator, namespace, tmp_path):
-    """A real-node database made by the previous chart, then the operator upgraded to this one: the pods are
-    replaced once each (one new StatefulSet revision), the replica first, then the primary moved to it by one
-    switchover and the former primary's pod last, every row kept, the former primary streaming from the new
-    one, and no password left in its connection settings."""
+    """A real-node database made by the previous chart (plain TCP), then the operator upgraded to this one,
+    which turns TLS on: the pods are replaced once each (one new StatefulSet revision), the primary first and
+    in place (a replica restarted first would insist on TLS to a primary that has none), then the replica,
+    every row kept, the replica streaming over TLS with verify-full, and no password left in its connection
+    settings."""
     platform = tmp_path / "platform.yaml"
     platform.write_text(json.dumps(local_node_platform()))
     name = "upgraded"
@@ -226,18 +227,22 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
                     replaced.append(pod)
             return len(replaced) == len(pods)
         wait_for("every pod replaced", all_replaced, timeout=600, interval=0.5)
-        assert replaced == [f"{name}-1", f"{name}-0"], replaced
+        assert replaced == [f"{name}-0", f"{name}-1"], replaced
         wait_for(f"the release on chart {CHART}", lambda: (get_json(cluster, "-n", namespace, "mydb", name)
                  .get("status") or {}).get("release", {}).get("chart") == CHART, timeout=120)
         wait_ready(cluster, namespace, name, timeout=300)
         status = get_json(cluster, "-n", namespace, "mydb", name)["status"]
-        assert (status["primary"], status["lastSwitchover"]["from"]) == (f"{name}-1", f"{name}-0"), status
-        wait_streaming(cluster, namespace, f"{name}-1", 1)
+        assert status["primary"] == f"{name}-0" and "lastSwitchover" not in status, status
+        assert status["tls"]["issuer"] == "operator", status
+        wait_streaming(cluster, namespace, f"{name}-0", 1)
         for pod in pods:
             assert rows(cluster, namespace, pod) == ROW_FACTS
         assert len(get_json(cluster, "-n", namespace, "controllerrevisions")["items"]) == revisions_before + 1
-        conninfo = sql(cluster, namespace, f"{name}-0", "show primary_conninfo")
+        conninfo = sql(cluster, namespace, f"{name}-1", "show primary_conninfo")
         assert "passfile=" in conninfo and "password=" not in conninfo, conninfo
+        assert "sslmode=verify-full" in conninfo, conninfo
+        encrypted = "select ssl from pg_stat_replication join pg_stat_ssl using (pid)"
+        assert sql(cluster, namespace, f"{name}-0", encrypted) == "t"
         assert get_json(cluster, "-n", namespace, "pdb", name) != {}
         assert get_json(cluster, "-n", namespace, "networkpolicy", name) != {}
         # The upgrade put the MyDatabase's ownerReference on the old release's objects too.

@@ -57,7 +57,7 @@ NAMESPACED_RIGHTS = {
     "jobs.batch": {"get", "list", "watch", "create"},
     "pods": {"get", "list", "watch", "patch", "delete"},
     "endpointslices.discovery.k8s.io": {"list", "watch"},
-    "secrets": {"get", "create", "delete"},
+    "secrets": {"get", "create", "update", "delete"},
 }
 # Cluster-scoped, whatever the mode: kopf reads the CRD it serves; StorageClasses
 # say whether data claims can grow; with leaderElection.enabled (both installs here),
