@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,7 +11,7 @@ import pytest
 
 from mydb_operator import names
 from mydb_operator.model.instances import InstanceFacts, Unreachable
-from mydb_operator.model.record import FAILOVER, SWITCHOVER, PrimaryRecord
+from mydb_operator.model.record import FAILOVER, RESTART, SWITCHOVER, PrimaryRecord
 from mydb_operator.policy import maintenance
 from mydb_operator.policy.actions import (
     FAILING_OVER,
@@ -279,7 +281,9 @@ def test_a_restart_goes_replica_by_replica_then_one_switchover():
     assert isinstance(last, RecordPrimary) and last.record.reason == SWITCHOVER
     assert last.record.primary in ("db-1", "db-2") and last.record.previous == "db-0"
     alone = maintenance.next_restart(members([pod(0, role="primary", **old)], [primary_facts(0)]), "r2", 1)
-    assert alone == Restart("db-0", "uid-0")
+    assert alone == RecordPrimary(PrimaryRecord("db-0", reason=RESTART, decided_at=stamp(NOW)))
+    decided = members([pod(0, role="primary", **old)], [primary_facts(0)], record=alone.record)
+    assert maintenance.next_restart(decided, "r2", 1) == Restart("db-0", "uid-0")
     # Found in CI: a restarted replica's pod gone from the cache before its new one shows is not a single
     # instance; the primary waits instead of restarting in place.
     between = members([pod(0, role="primary", **old)], [primary_facts(0)])
@@ -332,12 +336,30 @@ def test_a_restart_onto_another_certificate_secret_restarts_the_primary_first_in
     old = {"revision": "r1"}
     facts = [primary_facts(0), replica_facts(1, 1000)]
     plain = members([pod(0, role="primary", **old), pod(1, **old)], facts)
-    assert maintenance.next_restart(plain, "r2", 2, "db-tls") == Restart("db-0", "uid-0")
+    first = maintenance.next_restart(plain, "r2", 2, "db-tls")
+    assert first == RecordPrimary(PrimaryRecord("db-0", reason=RESTART, decided_at=stamp(NOW)))
+    decided = members([pod(0, role="primary", **old), pod(1, **old)], facts, record=first.record)
+    assert maintenance.next_restart(decided, "r2", 2, "db-tls") == Restart("db-0", "uid-0")
     assert maintenance.next_restart(plain, "r2", 2, "") == Restart("db-1", "uid-1")  # TLS stays off: as ever
     operators = members([with_certificate(pod(0, role="primary", **old), "db-tls"),
                          with_certificate(pod(1, **old), "db-tls")], facts)
     assert maintenance.next_restart(operators, "r2", 2, "db-tls") == Restart("db-1", "uid-1")  # the same CA
-    assert maintenance.next_restart(operators, "r2", 2, "platform-cert") == Restart("db-0", "uid-0")
+    assert isinstance(maintenance.next_restart(operators, "r2", 2, "platform-cert"), RecordPrimary)
     primary_done = members([with_certificate(pod(0, role="primary", revision="r2"), "platform-cert"),
                             with_certificate(pod(1, **old), "db-tls")], facts)
     assert maintenance.next_restart(primary_done, "r2", 2, "platform-cert") == Restart("db-1", "uid-1")
+
+
+def test_a_primary_restarted_in_place_on_purpose_is_not_failed_over_while_it_comes_back():
+    """The restart was recorded before the pod went: its absence is the plan, not a failure, for the pod's grace
+    period and a start; a primary still gone after that is failed over as any other."""
+    restart = PrimaryRecord("db-0", reason=RESTART, decided_at=stamp(NOW - timedelta(seconds=20)))
+    gone = [pod(1), pod(2)]
+    facts = [replica_facts(1, 1000), replica_facts(2, 1000)]
+    waiting = plan(members(gone, facts, record=restart, reference=1000))
+    assert waiting.actions == () and waiting.state == STARTING and "restarts" in waiting.message
+    late = dataclasses.replace(restart, decided_at=stamp(NOW - timedelta(seconds=200)))
+    down = dataclasses.replace(members(gone, facts, record=late, reference=1000),
+                               down_since=NOW - timedelta(seconds=190))
+    failing = plan(down)
+    assert failing.state == FAILING_OVER and failing.actions[0].record.reason == FAILOVER

@@ -15,13 +15,16 @@ from typing import Any
 from .. import names
 
 FAILOVER, SWITCHOVER = "Failover", "Switchover"
+# The primary restarts where it is (onto a new pod template, when no switchover can do it): recorded before
+# its pod is deleted, so its absence is not taken for a failure (policy/primary.primary_down).
+RESTART = "Restart"
 
 
 @dataclass(frozen=True)
 class PrimaryRecord:
     primary: str  # the pod the database's primary is, or is being promoted to
     previous: str = ""  # the pod it moved from
-    reason: str = ""  # Failover or Switchover
+    reason: str = ""  # Failover, Switchover or Restart
     decided_at: str = ""  # when the operator decided the move (RFC 3339)
     promoted_at: str = ""  # when `primary` was promoted; empty while that is pending
     resource_version: str = ""  # of the ConfigMap read: the precondition of the next write

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from .. import names
 from ..model.instances import InstanceFacts
 from ..model.pods import pod_ordinal, tls_secret
-from ..model.record import SWITCHOVER, PrimaryRecord, recorded_primary
+from ..model.record import RESTART, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.statefulset import REVISION_LABEL
 from ..model.timestamps import rfc3339
 from .actions import RecordPrimary, Restart
 from .candidates import Refusal, choose_replica
-from .members import Members, deleting, serving, uid_of
+from .members import Members, Object, deleting, made_after, serving, uid_of
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def next_restart(
     primary = members.pod(members.primary)
     moves_ca = template_tls_secret and tls_secret(primary.get("spec") if primary else None) != template_tls_secret
     if moves_ca and primary is not None and primary in behind:
-        return Restart(members.primary, uid_of(primary))
+        return restart_in_place(members, primary)
     if replicas:
         last = max(replicas, key=pod_ordinal)
         return Restart(last["metadata"]["name"], uid_of(last))
@@ -111,7 +111,17 @@ def next_restart(
     chosen = choose_replica(members, exclude=members.primary)
     if isinstance(chosen, InstanceFacts):
         return switchover_to(members, chosen.pod)
-    return Restart(members.primary, uid_of(primary))
+    return restart_in_place(members, primary)
+
+
+def restart_in_place(members: Members, primary: Object) -> RecordPrimary | Restart:
+    """The primary restarts where it is: first the decision, recorded (reason Restart), so the failover
+    decisions wait for it instead of taking its absence for a failure; then, the pass after, its pod goes."""
+    record = members.record
+    decided = record is not None and record.reason == RESTART and record.primary == members.primary
+    if decided and record is not None and not made_after(primary, record.decided_at):
+        return Restart(members.primary, uid_of(primary))
+    return RecordPrimary(PrimaryRecord(primary=members.primary, reason=RESTART, decided_at=rfc3339(members.now)))
 
 
 def pods_kept(release: str, record: PrimaryRecord | None, replicas: int) -> int | None:

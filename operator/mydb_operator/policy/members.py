@@ -56,6 +56,12 @@ class Members:
 # ---------------------------------------------------------------- facts of one pod
 
 
+def made_after(pod: Object, moment: str) -> bool:
+    """The pod was created after MOMENT (both to the second: the same second counts as before)."""
+    created, decided = parse_time(pod["metadata"].get("creationTimestamp")), parse_time(moment)
+    return created is not None and decided is not None and created > decided
+
+
 def uid_of(pod: Object) -> str:
     uid: str = pod["metadata"].get("uid", "")
     return uid

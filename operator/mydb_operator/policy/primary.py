@@ -25,7 +25,7 @@ from datetime import datetime
 from .. import names
 from ..model.instances import InstanceFacts, with_value
 from ..model.pods import role_label
-from ..model.record import FAILOVER, PrimaryRecord
+from ..model.record import FAILOVER, RESTART, PrimaryRecord
 from ..model.timestamps import parse_time, rfc3339
 from .actions import (
     FAILING_OVER,
@@ -47,6 +47,7 @@ from .members import (
     Members,
     Object,
     deleting,
+    made_after,
     serving,
     starting_since,
     uid_of,
@@ -62,12 +63,9 @@ FENCE_TIMEOUT_SECONDS = 15.0
 RECHECK_SECONDS = 1.0  # while waiting for a fenced pod to go: its deletion also wakes the database
 # A primary whose pod is coming up again by itself gets this long to serve before a failover is decided.
 STARTUP_GRACE_SECONDS = 30.0
-
-
-def made_after(pod: Object, moment: str) -> bool:
-    """The pod was created after MOMENT (both to the second: the same second counts as before)."""
-    created, decided = parse_time(pod["metadata"].get("creationTimestamp")), parse_time(moment)
-    return created is not None and decided is not None and created > decided
+# A primary the operator restarts in place gets this long to come back (its pod's grace period, 120 s, and a
+# start) before its absence counts as a failure.
+RESTART_GRACE_SECONDS = 150.0
 
 
 def stopped(pod: Object, now: datetime) -> bool:
@@ -127,6 +125,10 @@ def primary_down(members: Members) -> Plan:
     why = why_not_serving(pod, target)
     if not members.served:
         return Plan((), STARTING, f"waiting for the primary {target} to serve: {why}")
+    record = members.record
+    decided = parse_time(record.decided_at) if record is not None and record.reason == RESTART else None
+    if decided is not None and (members.now - decided).total_seconds() < RESTART_GRACE_SECONDS:
+        return Plan((), STARTING, f"the primary {target} restarts onto the current pod template", RECHECK_SECONDS * 2)
     starting = starting_since(pod)
     if starting is not None and (members.now - starting).total_seconds() < STARTUP_GRACE_SECONDS:
         # Its pod came back by itself (a restart of the whole database, of its node, of its container):
