@@ -34,8 +34,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-tools: ## build (or reuse) etcd, kube-*, kubectl, kubelet, kube-proxy, kwok, helm, CoreDNS and the registry
+tools: ## build (or reuse) etcd, kube-*, kubectl, kubelet, kube-proxy, kwok, helm, CoreDNS, the registry and kube-router
 	bash hack/build-tools.sh >/dev/null
+	bash hack/build-kube-router.sh >/dev/null
 
 scanners: ## install (or reuse) checkov in a venv of its own and kube-score, pinned in hack/versions.env, for tests/chart/test_scanners.py
 	bash hack/build-scanners.sh >/dev/null

@@ -64,6 +64,29 @@ def openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
+def user_cluster_role(user: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ClusterRole of RULES bound to USER (a client certificate's CN), as one List for `kubectl apply`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": user},
+                "rules": rules,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": user},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            },
+        ],
+    }
+
+
 def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> None:
     """Write PKI_DIR/name.{key,crt}, signed by the local CA, unless a kept state already has them
     (a stopped cluster resumes with the identities its objects and kubeconfigs know)."""

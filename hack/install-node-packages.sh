@@ -5,10 +5,11 @@
 #   containerd, runc            the container runtime (containerd 1.6 from Debian: the kubelet accepts it)
 #   containernetworking-plugins bridge, host-local and loopback CNI plugins
 #   iptables, conntrack         kube-proxy's Service rules
+#   ipset                       kube-router's NetworkPolicy rules (hack/node_policies.py)
 #   buildah, debootstrap        images built here from Debian's packages (hack/images.sh)
 set -euo pipefail
 declare -A NEEDS=(
-  [containerd]=containerd [runc]=runc [ctr]=containerd [iptables]=iptables [conntrack]=conntrack
+  [containerd]=containerd [runc]=runc [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
   [buildah]=buildah [debootstrap]=debootstrap [curl]=curl
 )
 missing=()

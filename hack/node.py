@@ -1,6 +1,6 @@
 """One real node beside the kwok nodes: containerd + runc, CNI, kubelet,
-kube-proxy, CoreDNS and a loopback OCI registry, run as processes on this
-machine (root needed).
+kube-proxy, kube-router's NetworkPolicy firewall, CoreDNS and a loopback OCI
+registry, run as processes on this machine (root needed).
 
 The network follows one rule: no packet for a pod or Service address ever
 leaves this machine.
@@ -14,12 +14,14 @@ leaves this machine.
 - containerd resolves every registry name to the loopback registry.
 
 `down` removes all of it: processes (containers included), mounts, network
-namespaces, links, iptables chains, the route, and the sysctls it changed.
+namespaces, links, iptables chains and ipsets, the route, and the sysctls it
+changed.
 
 The parts live beside this file, one concern each: node_network.py (the
 bridge, the route, the guard, CNI), node_containers.py (the registry,
 containerd, and the containers' processes, mounts and cgroups) and
-node_kubelet.py (the node's certificates, CoreDNS, kubelet, kube-proxy). This
+node_kubelet.py (the node's certificates, CoreDNS, kubelet, kube-proxy) and
+node_policies.py (the NetworkPolicy engine). This
 module puts them together (up, down, leftovers), knows which cluster owns the
 node, and checks that the host can run it.
 """
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypedDict
 
+import node_policies
 from harness import CLUSTER_DIR, PORT_BASE, SAFE_RANGE, log, running_pid, stop
 from node_containers import REGISTRY as REGISTRY  # `as`: hack/cluster.py reads it as node.REGISTRY
 from node_containers import (
@@ -64,13 +67,14 @@ from node_network import (
 )
 from node_network import NODE_IP as NODE_IP  # node.NODE_IP, as REGISTRY
 
-COMPONENTS = ["registry", "containerd", "coredns", "kubelet", "kube-proxy"]
+COMPONENTS = ["registry", "containerd", "coredns", "kubelet", "kube-proxy", "kube-router"]
 # What the node needs from the host, and the Debian package that brings it.
 HOST_COMMANDS = {
     "ip": "iproute2",
     "iptables": "iptables",
     "iptables-save": "iptables",
     "conntrack": "conntrack",
+    "ipset": "ipset",
     "containerd": "containerd",
     "runc": "runc",
     "ctr": "containerd",
@@ -165,8 +169,10 @@ def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> N
         raise SystemExit(
             "this host cannot run the real node (MYDB_REAL_NODE=0 runs without it):\n- " + "\n- ".join(problems)
         )
+    engine = node_policies.binary()
     claim()
     make_node_pki()
+    node_policies.make_pki()
     setup_network()
     start_registry(bins)
     images = push_images()
@@ -175,6 +181,8 @@ def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> N
     start_coredns(bins, kubeconfig_for("coredns"))
     start_kubelet(bins, kubeconfig_for("kubelet"))
     start_kube_proxy(bins, kubeconfig_for("kube-proxy"))
+    kubectl("apply", "-f", "-", stdin=json.dumps(node_policies.rbac()))
+    node_policies.start_network_policies(engine, kubeconfig_for("kube-router"))
     kubectl("wait", "--for=condition=Ready", f"node/{NODE_NAME}", "--timeout=120s")
     log(f"real node {NODE_NAME} is Ready (pods need the toleration {NODE_LABEL}=true:NoSchedule)")
 
@@ -189,10 +197,11 @@ def down(grace: float = 0) -> None:
     if grace:
         terminate_containers(grace)
     kill_containers()
-    for name in ("kube-proxy", "coredns", "containerd", "registry"):
+    for name in ("kube-router", "kube-proxy", "coredns", "containerd", "registry"):
         stop(name)
     unmount_all()
     remove_network()
+    node_policies.remove_sets()
     remove_cgroups()
     shutil.rmtree(RUN_DIR, ignore_errors=True)
     release()
@@ -206,6 +215,7 @@ def leftovers() -> list[str]:
     found += [f"network namespace {name}" for name in cni_namespaces()]
     found += [f"link {link}" for link in our_links()]
     found += [f"iptables {table} chain {chain}" for table, chains in our_chains().items() for chain in chains]
+    found += [f"ipset {name}" for name in node_policies.our_sets()]
     if route_present():
         found.append(f"route unreachable {SAFE_RANGE}")
     if RUN_DIR.exists():

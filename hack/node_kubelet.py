@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import PKI_DIR, POD_CIDR, PORT_BASE, STATE_DIR, http_ok, make_cert, start, wait_until
+from harness import PKI_DIR, POD_CIDR, PORT_BASE, STATE_DIR, http_ok, make_cert, start, user_cluster_role, wait_until
 from node_containers import CONTAINERD_SOCKET, RUN_DIR
 from node_network import NODE_IP
 
@@ -49,29 +49,13 @@ def start_coredns(bins: Path, kubeconfig: Path) -> None:
 
 
 def coredns_rbac() -> dict[str, Any]:
-    name = "mydb:coredns"
-    return {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": name},
-                "rules": [
-                    {"apiGroups": [""], "resources": ["services", "pods", "namespaces"], "verbs": ["list", "watch"]},
-                    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
-            },
+    return user_cluster_role(
+        "mydb:coredns",
+        [
+            {"apiGroups": [""], "resources": ["services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
         ],
-    }
+    )
 
 
 # ------------------------------------------------------ kubelet, kube-proxy
