@@ -540,9 +540,10 @@ def test_disruption_budget_at_two_pods_or_more(render):
 
 def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
     """One NetworkPolicy selects every pod of the release and admits ingress only to the PostgreSQL port,
-    from the release's own pods (replicas, backup Jobs, the test pod: same instance labels) plus
-    allowedClients (default: every pod of the namespace); the backup and test pods have no such port, so
-    nothing gets into them. Disabled, there is none."""
+    from the release's own pods (replicas, backup Jobs, the test pod: same instance labels), the pods of the
+    namespace labelled <release>-client: "true", the operator's pods in mydb-system, plus allowedClients
+    (default: none); the backup and test pods have no such port, so nothing gets into them. Disabled, there
+    is none."""
     out = render(seed(replicas=3))
     [policy] = [doc["spec"] for doc in out.docs if doc["kind"] == "NetworkPolicy"]
     sts = out.get("StatefulSet", RELEASE)["spec"]["template"]
@@ -552,7 +553,11 @@ def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
     port = container(sts["spec"], "postgres")["ports"][0]
     assert rule["ports"] == [{"port": port["name"], "protocol": "TCP"}]
     own = {"podSelector": {"matchLabels": SELECTOR}}
-    assert rule["from"] == [own, {"podSelector": {}}]
+    labelled = {"podSelector": {"matchLabels": {f"{RELEASE}-client": "true"}}}
+    operator = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mydb-system"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "mydatabase-operator"}}}
+    assert rule["from"] == [own, labelled, operator]
+    assert {"podSelector": {}} not in rule["from"]  # not every pod of the namespace
     for pod in (sts, cronjob_pod(out), out.get("Pod", f"{RELEASE}-test")):
         assert SELECTOR.items() <= pod["metadata"]["labels"].items()
     for pod_spec in (cronjob_pod(out)["spec"], out.get("Pod", f"{RELEASE}-test")["spec"]):
@@ -562,8 +567,10 @@ def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
 
     clients = [{"podSelector": {"matchLabels": {"db-client": "true"}}},
                {"namespaceSelector": {"matchLabels": {"team": "payments"}}}]
-    narrowed = render(seed(networkPolicy={"enabled": True, "allowedClients": clients}))
-    assert narrowed.get("NetworkPolicy", RELEASE)["spec"]["ingress"][0]["from"] == [own, *clients]
+    elsewhere = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "operators"}}}]
+    widened = render(seed(networkPolicy={"enabled": True, "allowedClients": clients, "operator": elsewhere}))
+    assert widened.get("NetworkPolicy", RELEASE)["spec"]["ingress"][0]["from"] == [own, labelled, *elsewhere,
+                                                                                     *clients]
     assert render(seed(networkPolicy={"enabled": False})).kinds("NetworkPolicy") == []
 
 

@@ -115,7 +115,9 @@ class Writer:
             "volumes": [{"name": "creds", "secret": {"secretName": f"{database}-credentials"}},
                         {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}],
         })
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        # The label the database's NetworkPolicy admits clients by.
+        body = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+                "metadata": {"name": name, "labels": {f"{database}-client": "true"}}}
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
         wait_for(f"{name} writing", lambda: any(w.ok for w in self.writes()), timeout=120)
 

@@ -108,10 +108,10 @@ def millicores(pod: dict) -> int:
 
 
 def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, operator, namespace):
-    """The local network (a bridge) does not enforce NetworkPolicy, so this proves the installed policy's
-    selectors against the live pods: it applies to exactly the database's pods and its backup Job's pod
-    (which has no PostgreSQL port, so nothing gets in), and its own-pods peer admits them but not the pods
-    of another database in the namespace."""
+    """The installed policy's selectors against the live pods (kwok's: the real node's enforcement is
+    tests/e2e/test_tls.py's): it applies to exactly the database's pods and its backup Job's pod (which has no
+    PostgreSQL port, so nothing gets in), its own-pods peer admits them but not the pods of another database
+    in the namespace, and the other peers are the labelled clients and the operator, not the namespace."""
     kwok_db(cluster, namespace, "guarded", replicas=2)
     kwok_db(cluster, namespace, "neighbour", replicas=1)
     wait_ready(cluster, namespace, "guarded")
@@ -141,7 +141,9 @@ def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, op
     admitted = selected(own["podSelector"]["matchLabels"])
     assert set(governed) <= set(admitted)
     assert not any(name.startswith("neighbour") for name in admitted), sorted(admitted)
-    assert others == [{"podSelector": {}}]
+    operator = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mydb-system"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "mydatabase-operator"}}}
+    assert others == [{"podSelector": {"matchLabels": {"guarded-client": "true"}}}, operator]
 
 
 def helm(cluster, *args: str) -> subprocess.CompletedProcess:

@@ -164,13 +164,17 @@ def test_hibernation_keeps_data_and_replicas(cluster, operator, namespace):
 
 
 def test_generated_secret_has_connection_uris(cluster, operator, namespace):
-    """The operator's Secret carries URIs for the read-write and read-only Services."""
+    """The operator's Secret carries URIs for the read-write and read-only Services, which ask for TLS with the
+    server's name verified, and the CA to verify it with."""
     apply_db(cluster, namespace, "uris", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
     wait_ready(cluster, namespace, "uris")
     data = get_json(cluster, "-n", namespace, "secret", "uris-credentials")["data"]
     text = {k: base64.b64decode(v).decode() for k, v in data.items()}
-    assert text["uri"] == f"postgresql://postgres:{text['password']}@uris.{namespace}.svc:5432/postgres"
+    assert text["uri"] == (f"postgresql://postgres:{text['password']}@uris.{namespace}.svc:5432/postgres"
+                           "?sslmode=verify-full")
     assert text["uri-ro"].startswith(f"postgresql://postgres:{text['password']}@uris-ro.{namespace}.svc:5432/")
+    server = get_json(cluster, "-n", namespace, "secret", "uris-tls")["data"]
+    assert data["ca.crt"] == server["ca.crt"] and "BEGIN CERTIFICATE" in text["ca.crt"]
 
 
 def test_existing_secret_is_used_checked_and_never_deleted(cluster, operator, namespace):
@@ -189,7 +193,8 @@ def test_existing_secret_is_used_checked_and_never_deleted(cluster, operator, na
                     "--from-literal=replication-password=pw2")
     wait_ready(cluster, namespace, "byo", timeout=180)
     volumes = get_json(cluster, "-n", namespace, "statefulset", "byo")["spec"]["template"]["spec"]["volumes"]
-    assert {v["secret"]["secretName"] for v in volumes if "secret" in v} == {"my-creds"}
+    # The user's credentials, and the operator's certificate (TLS is on): never a credentials Secret of its own.
+    assert {v["secret"]["secretName"] for v in volumes if "secret" in v} == {"my-creds", "byo-tls"}
     assert get_json(cluster, "-n", namespace, "secret", "byo-credentials") == {}
     cluster.kubectl("delete", "-n", namespace, "mydb/byo", "--timeout=60s")
     assert get_json(cluster, "-n", namespace, "secret", "my-creds") != {}

@@ -78,8 +78,11 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
     secret = get_json(cluster, "-n", namespace, "secret", "production-db-credentials")["data"]
     for key, in_recovery in (("uri", "f"), ("uri-ro", "t")):
         uri = base64.b64decode(secret[key]).decode()
-        result = cluster.kubectl("exec", "-n", namespace, primary, "-c", "postgres", "--",
-                                 "psql", uri, "-Atc", "select pg_is_in_recovery()", check=False)
+        # The URIs ask for verify-full: libpq takes the CA from PGSSLROOTCERT, as a client would.
+        assert uri.endswith("?sslmode=verify-full"), uri
+        result = cluster.kubectl("exec", "-n", namespace, primary, "-c", "postgres", "--", "env",
+                                 "PGSSLROOTCERT=/etc/mydatabase/tls/ca.crt", "psql", uri, "-Atc",
+                                 "select pg_is_in_recovery()", check=False)
         assert result.returncode == 0 and result.stdout.strip() == in_recovery, (key, result.stderr)
 
     # The seed's backups are continuous: the archive streams, and the first base backup was taken once Ready.

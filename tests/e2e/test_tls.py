@@ -1,8 +1,10 @@
-"""Encrypted connections on real pods: TLS by default, plain TCP refused, rotation, the user's certificate.
+"""Encrypted and isolated connections on real pods: the NetworkPolicy enforced, TLS by default, plain TCP
+refused, rotation, the user's certificate.
 
-One database of two pods goes through it all, in order: what every client sees
-by default, a rotation while a client holds a session, then a certificate the
-user supplies (cert-manager's Secret layout) in place of the operator's."""
+One database of two pods goes through it all, in order: who may connect at
+all, what every client sees by default, a rotation while a client holds a
+session, then a certificate the user supplies (cert-manager's Secret layout)
+in place of the operator's."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from . import sharing
 from .conftest import wait_ready
 from .realnode import images, on_real_node
 from .test_real_postgres import create_db, sql, wait_streaming, write_rows
@@ -68,8 +71,10 @@ def tls_status(cluster, namespace: str) -> dict:
     return (get_json(cluster, "-n", namespace, "mydb", NAME).get("status") or {}).get("tls") or {}
 
 
-def start_client(cluster, namespace: str) -> None:
-    """A pod with psql and the credentials Secret (its URIs and ca.crt) mounted, as an application would."""
+def start_client(cluster, namespace: str, pod: str = CLIENT, labels: dict | None = None) -> None:
+    """A pod with psql and the credentials Secret (its URIs and ca.crt) mounted, as an application would; by
+    default labelled as the database's NetworkPolicy admits its clients."""
+    credentials = [{"name": "credentials", "secret": {"secretName": f"{NAME}-credentials", "optional": True}}]
     spec = on_real_node({
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 1,
@@ -78,11 +83,23 @@ def start_client(cluster, namespace: str) -> None:
             "name": "client", "image": images()["POSTGRES_IMAGE"], "command": ["sleep", "3600"],
             "volumeMounts": [{"name": "credentials", "mountPath": "/credentials", "readOnly": True}],
         }],
-        "volumes": [{"name": "credentials", "secret": {"secretName": f"{NAME}-credentials"}}],
+        "volumes": credentials,
     })
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": CLIENT}, "spec": spec}
+    labels = {f"{NAME}-client": "true"} if labels is None else labels
+    body = {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {"name": pod, "labels": labels}}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
-    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", f"pod/{CLIENT}", "--timeout=120s")
+
+
+def ready(cluster, namespace: str, pod: str) -> None:
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", f"pod/{pod}", "--timeout=120s")
+
+
+def connects(cluster, namespace: str, pod: str, host: str) -> bool:
+    """Whether POD opens a connection to HOST's PostgreSQL port and gets an answer within 3 s (pg_isready: a
+    TCP connect and a startup packet; a dropped SYN is "no response")."""
+    check = cluster.kubectl("exec", "-n", namespace, pod, "--", "pg_isready", "-h", host, "-p", "5432", "-t", "3",
+                            check=False)
+    return check.returncode == 0
 
 
 def client(cluster, namespace: str, script: str, check: bool = True):
@@ -121,10 +138,37 @@ def user_certificate(namespace: str) -> dict[str, str]:
     }
 
 
-def test_tls_by_default_rotation_under_a_session_and_a_users_certificate(cluster, real_operator, namespace):
+def test_tls_by_default_isolation_rotation_under_a_session_and_a_users_certificate(cluster, real_operator,
+                                                                                     namespace):
     create_db(cluster, namespace, NAME, replicas=2)
     start_client(cluster, namespace)
-    wait_ready(cluster, namespace, NAME, timeout=300)
+    start_client(cluster, namespace, "unlisted", labels={})
+    outsiders = sharing.create_namespace(cluster, "outsiders")
+    try:
+        start_client(cluster, outsiders, "outsider")
+        for where, pod in ((namespace, CLIENT), (namespace, "unlisted"), (outsiders, "outsider")):
+            ready(cluster, where, pod)
+        wait_ready(cluster, namespace, NAME, timeout=300)
+        isolated(cluster, namespace, outsiders)
+    finally:
+        cluster.kubectl("delete", "namespace", outsiders, "--wait=false", check=False)
+    encrypted_rotated_and_replaced(cluster, namespace)
+
+
+def isolated(cluster, namespace: str, outsiders: str) -> None:
+    """The chart's NetworkPolicy, enforced on the real node (kube-router): the labelled client reaches the
+    database, by the pod's address and through the Service; an unlabelled pod of the same namespace and a pod
+    of another one (labelled, even) do not, at the same moment."""
+    primary = get_json(cluster, "-n", namespace, "pod", f"{NAME}-0")["status"]["podIP"]
+    service = f"{NAME}.{namespace}.svc"
+    for host in (primary, service):
+        wait_for(f"the client reaching {host}", lambda h=host: connects(cluster, namespace, CLIENT, h), timeout=30)
+        assert not connects(cluster, namespace, "unlisted", host), f"an unlisted pod reached {host}"
+        assert not connects(cluster, outsiders, "outsider", host), f"a pod of {outsiders} reached {host}"
+        assert connects(cluster, namespace, CLIENT, host), f"the client no longer reaches {host}"
+
+
+def encrypted_rotated_and_replaced(cluster, namespace: str) -> None:
     wait_streaming(cluster, namespace, f"{NAME}-0", 1)
     write_rows(cluster, namespace, f"{NAME}-0")
 

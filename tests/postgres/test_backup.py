@@ -59,7 +59,9 @@ def test_failed_backup_exits_nonzero_and_writes_nothing(primary, backup_job, fai
     (job.backups / old).write_bytes(b"old")
     (job.backups / f"{old}.sha256").write_text("0  x\n")
     if failure == "unreachable":
-        change = {"PGPORT": str(free_port(("127.0.0.1",)))}
+        # How long each script waits for a server that does not answer yet (a pod the NetworkPolicy engine
+        # has not admitted): shortened, as nothing will ever answer here.
+        change = {"PGPORT": str(free_port(("127.0.0.1",))), "SERVER_WAIT_SECONDS": "3"}
     else:
         wrong = job.machine.mkdir(job.home / "wrong-credentials")
         for key, value in {**job.machine.secret, "password": "not-the-password"}.items():

@@ -10,6 +10,7 @@
 #   PGDATABASE   database to dump (default postgres)
 #   BACKUP_DIR   target directory
 #   LOCK_WAIT_TIMEOUT  how long pg_dump waits for a table's lock (default 600s)
+#   SERVER_WAIT_SECONDS  how long to wait for the server to answer first (default 60, credentials.sh)
 set -eu
 
 : "${PGHOST:?PGHOST is required}"
@@ -35,6 +36,7 @@ rm -f "$BACKUP_DIR"/.*.dump.partial "$BACKUP_DIR"/.*.dump.partial.sha256
 partial="$BACKUP_DIR/.$name.partial"
 trap 'rm -f "$partial" "$partial.sha256"; rm -rf "$private"' EXIT
 
+wait_for_server "$PGHOST"
 # A table someone holds locked (a stuck migration) fails the dump after this wait, with the
 # reason, instead of leaving it waiting until the Job's deadline.
 pg_dump -Fc --lock-wait-timeout="${LOCK_WAIT_TIMEOUT:-600s}" -f "$partial"

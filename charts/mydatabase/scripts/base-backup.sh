@@ -44,6 +44,7 @@ partial="$base/.$stamp.partial"
 trap 'rm -rf "$partial" "$private"; rmdir "$base" 2>/dev/null || true' EXIT
 mkdir "$partial"
 
+wait_for_server "$PGHOST"
 pg_basebackup -d "application_name=mydb-base-backup connect_timeout=10" --no-password \
   -D "$partial/data" -F plain -X stream -c fast --label="mydb $stamp"
 end_epoch="$(date -u +%s)"

@@ -49,3 +49,14 @@ connect_as_superuser() {
 pgpass_escape() {
   printf '%s' "$1" | sed 's/[\\:]/\\&/g'
 }
+
+# wait_for_server HOST: until the server at HOST (PGPORT) accepts connections, at most
+# SERVER_WAIT_SECONDS (default 60); then the caller's own connection says what is wrong, if anything. A
+# pod just started may not be admitted yet by the NetworkPolicy (the engine adds its address to the
+# policy's sets a moment after it starts), and a primary may be restarting.
+wait_for_server() {
+  deadline=$(( $(date +%s) + ${SERVER_WAIT_SECONDS:-60} ))
+  until pg_isready -q -h "$1" -t 2 || [ "$(date +%s)" -ge "$deadline" ]; do
+    sleep 1
+  done
+}

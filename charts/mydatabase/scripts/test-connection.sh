@@ -24,6 +24,7 @@ sql() {
   psql -h "$host" -X -A -t -q -v ON_ERROR_STOP=1 -c "$@"
 }
 
+wait_for_server "$RW_HOST"
 table=mydatabase_helm_test
 mark="$(date +%s)-$$"
 sql "$RW_HOST" "create table if not exists $table (mark text primary key)"
@@ -34,6 +35,7 @@ test "$(sql "$RW_HOST" "select count(*) from $table where mark = '$mark'")" = 1
 echo "test: wrote and read a row through $RW_HOST (the primary)"
 
 if [ "${REPLICAS:-1}" -gt 1 ]; then
+  wait_for_server "$RO_HOST"
   test "$(sql "$RO_HOST" "select pg_is_in_recovery()")" = t || { echo "test: $RO_HOST is not a replica" >&2; exit 1; }
   tries=0
   until [ "$(sql "$RO_HOST" "select count(*) from $table where mark = '$mark'" 2>/dev/null)" = 1 ]; do
