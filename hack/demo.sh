@@ -104,7 +104,9 @@ uri_ro="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri-r
 psql_in() {
   local try
   for try in $(seq 1 30); do
-    if kubectl exec "$1" -c postgres -- psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; then return 0; fi
+    # The URIs ask for verify-full: the pod's mounted CA, as a client's PGSSLROOTCERT.
+    if kubectl exec "$1" -c postgres -- env PGSSLROOTCERT=/etc/mydatabase/tls/ca.crt \
+      psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; then return 0; fi
     echo "(${1} is not answering yet; trying again)" >&2
     sleep 2
     kubectl wait --for=condition=Ready mydb/production-db --timeout=120s >/dev/null
@@ -142,7 +144,8 @@ the local cluster in ${CLUSTER_DIR} (etcd, the API server, controllers, kwok nod
 containerd, the kubelet, CoreDNS and the registry on ${REGISTRY}), and in it the operator Deployment
 ${OPERATOR_NS}/${RELEASE} and production-db's three PostgreSQL pods. Try:
   export KUBECONFIG=${KUBECONFIG} PATH=${BIN}:\$PATH
-  kubectl exec -it production-db-0 -c postgres -- psql "\$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
+  kubectl exec -it production-db-0 -c postgres -- env PGSSLROOTCERT=/etc/mydatabase/tls/ca.crt \
+    psql "\$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
   kubectl scale mydb/production-db --replicas=5 && kubectl get mydb -w
   kubectl -n ${OPERATOR_NS} logs deploy/${RELEASE}
   kubectl delete mydb production-db      # PVCs and the credentials Secret are kept (deletionPolicy Retain)

@@ -73,6 +73,9 @@ class Config:
     leader_lease_namespace: str | None = None
     leader_lease_seconds: int = 15
     identity: str = ""  # this instance's name (the Lease holder, kopf's identity): POD_NAME, else host-pid
+    # Where this instance runs when it runs in a pod (POD_NAMESPACE, else its service account's); None outside
+    # the cluster. The databases' NetworkPolicy admits its pods there (desired/platform.admitting_operator).
+    operator_namespace: str | None = None
     # render and values
     manifest: str = "-"  # the MyDatabase file, - for stdin
     render_namespace: str | None = None

@@ -28,11 +28,9 @@ def helm(cluster, *args: str) -> subprocess.CompletedProcess:
 def in_cluster(cluster, operator, namespace, published, tmp_path):
     """The operator chart from oci://, watching this namespace only; the shared operator stands aside unless
     the namespace is outside its scope (an own_operator test under xdist: sharing.py)."""
+    # The operator runs in this namespace, not mydb-system: its pods tell the databases' NetworkPolicy so
+    # themselves (desired/platform.admitting_operator), or the servers would not answer them.
     platform = local_node_platform()
-    # The operator runs in this namespace, not mydb-system: the databases' NetworkPolicy is told so, as a
-    # platform that installs it elsewhere does (docs/configuration.md).
-    operator_pods = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mydatabase-operator"}}}
-    platform["values"]["networkPolicy"] = {"operator": [operator_pods]}
     repository, tag = images()["OPERATOR_IMAGE"].rsplit(":", 1)
     values = {
         "image": {"repository": repository, "tag": tag},

@@ -160,3 +160,18 @@ def test_the_local_platform_offers_the_majors_its_registry_builds():
     built = (repo / "hack" / "images.sh").read_text()
     assert local.majors == (15, 17)
     assert "[postgres-17]=" in built and "PG_MAJOR=15" in built
+
+
+def test_the_operator_in_a_pod_is_admitted_by_the_databases_network_policy_where_it_runs():
+    """In a pod, the operator adds its namespace and pod labels as the policy's operator peer; outside the cluster
+    (no namespace) it adds nothing; a platform that names the peer itself keeps its own."""
+    from mydb_operator.desired.platform import admitting_operator
+
+    admitted = admitting_operator(parse_platform({"values": {"networkPolicy": {"enabled": True}}}), "ops")
+    assert admitted.values["networkPolicy"] == {"enabled": True, "operator": [{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "mydatabase-operator"}}}]}
+    outside = parse_platform(None)
+    assert admitting_operator(outside, None) is outside
+    own = parse_platform({"values": {"networkPolicy": {"operator": []}}})
+    assert admitting_operator(own, "ops") is own

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..cluster.api import KubernetesApi
 from ..config import Config
-from ..desired.platform import Platform, PlatformError, load_platform
+from ..desired.platform import Platform, PlatformError, admitting_operator, load_platform
 from ..helm import chart_check
 from ..helm.errors import HelmError
 from ..helm.releases import Helm
@@ -73,6 +73,8 @@ def _checked_memo(config: Config, runner: asyncio.Runner, loaded: Platform, helm
             chart,
             ", ".join(fit.unowned),
         )
+    if "networkPolicy.operator" in fit.value_keys:  # the bundled chart's; a platform's own may lack it
+        loaded = admitting_operator(loaded, config.operator_namespace)
     return operator_memo(
         config,
         loaded,

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from ..config import Config, SettingError, parse_bool
 from ..helm import chart_source
-from ..leadership.identity import default_identity
+from ..leadership.identity import default_identity, pod_namespace
 
 T = TypeVar("T")
 # The commands that render the chart; `values` needs none, so an OCI chart is not pulled for it.
@@ -62,6 +62,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
             "--leader-lease-seconds", "leader_lease_seconds", None, at_least(1), Config.leader_lease_seconds
         ),
         identity=default_identity(environ.get("POD_NAME") or None),
+        operator_namespace=pod_namespace(environ.get("POD_NAMESPACE") or None) if command == "run" else None,
         manifest=str(getattr(args, "file", None) or Config.manifest),
         render_namespace=(args.namespace or None) if command == "render" else None,
     )

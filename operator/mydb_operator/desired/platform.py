@@ -19,6 +19,7 @@ one YAML file (`--platform-config`, mounted from the operator chart's
 from __future__ import annotations
 
 import copy
+import dataclasses
 import fnmatch
 import re
 from collections.abc import Mapping
@@ -183,6 +184,23 @@ def merge(lower: Any, higher: Any) -> Any:
             merged[key] = merge(lower.get(key), value)
         return merged
     return copy.deepcopy(higher)
+
+
+# The operator chart's pods (charts/mydatabase-operator): what the databases' NetworkPolicy admits as the operator.
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "mydatabase-operator"}
+
+
+def admitting_operator(platform: Platform, namespace: str | None) -> Platform:
+    """The databases' NetworkPolicy admits this operator's pods in NAMESPACE, where it runs (None: outside the
+    cluster, where it connects from its node, which NetworkPolicy does not restrict), unless the platform
+    names the operator's peers itself (networkPolicy.operator)."""
+    if not namespace or "operator" in (platform.values.get("networkPolicy") or {}):
+        return platform
+    peer = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)},
+    }
+    return dataclasses.replace(platform, values=merge(platform.values, {"networkPolicy": {"operator": [peer]}}))
 
 
 def apply_values(platform: Platform, database_values: dict[str, Any]) -> dict[str, Any]:

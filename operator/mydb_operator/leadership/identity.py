@@ -20,6 +20,18 @@ def choose_lease_namespace(
     return pod_namespace or service_account_namespace or kubeconfig_namespace or "default"
 
 
+def pod_namespace(given: str | None) -> str | None:
+    """The namespace this instance's pod runs in (POD_NAMESPACE, else its service account's); None outside a
+    pod."""
+    if given:
+        return given
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as file:
+            return file.read().strip() or None
+    except OSError:
+        return None
+
+
 def default_namespace(pod_namespace: str | None) -> str:
     """The pod's namespace (POD_NAMESPACE or --leader-lease-namespace, resolved by commands/settings.py),
     else the pod's service-account namespace, else the current kubeconfig context's."""
