@@ -365,6 +365,8 @@ def test_failed_backup_on_real_pods_turns_condition_false_with_one_warning(clust
     template = get_json(cluster, "-n", namespace, "cronjob", f"{name}-backup")["spec"]["jobTemplate"]
     container = template["spec"]["template"]["spec"]["containers"][0]
     container["env"] = [{**e, "value": "no-primary"} if e["name"] == "PGHOST" else e for e in container["env"]]
+    # The scripts wait up to a minute for a server that is not admitted yet (credentials.sh): none ever answers here.
+    container["env"].append({"name": "SERVER_WAIT_SECONDS", "value": "2"})
     failing = {"apiVersion": "batch/v1", "kind": "Job",
                "metadata": {"name": f"{name}-backup-unreachable", "labels": template["metadata"]["labels"]},
                "spec": template["spec"]}
