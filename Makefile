@@ -35,8 +35,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 tools: ## build (or reuse) etcd, kube-*, kubectl, kubelet, kube-proxy, kwok, helm, CoreDNS, the registry and kube-router
-	bash hack/build-tools.sh >/dev/null
-	bash hack/build-kube-router.sh >/dev/null
+	@# Side by side: on a cold cache kube-router's module downloads overlap the other tools' compiling.
+	bash hack/build-kube-router.sh >/dev/null & router=$$!; bash hack/build-tools.sh >/dev/null && wait $$router
 
 scanners: ## install (or reuse) checkov in a venv of its own and kube-score, pinned in hack/versions.env, for tests/chart/test_scanners.py
 	bash hack/build-scanners.sh >/dev/null
