@@ -532,6 +532,12 @@ def test_refused_upgrade_backs_off_without_rollback_or_event_storm(cluster, oper
         while time.monotonic() - first_failure < 45:
             lengths.append(len(history(cluster, namespace, "rigid")))
             time.sleep(1)
+        # An attempt may be under way as the window closes (pending-upgrade): its outcome is what counts.
+        wait_for(
+            "no Helm attempt under way",
+            lambda: all(e["status"] != "pending-upgrade" for e in history(cluster, namespace, "rigid")),
+            timeout=30,
+        )
         entries = history(cluster, namespace, "rigid")
         attempts = max(e["revision"] for e in entries) - before
         print(f"\nrefused upgrade: {attempts} Helm attempts in ~45 s, history lengths {sorted(set(lengths))}")
