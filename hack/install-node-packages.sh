@@ -6,11 +6,12 @@
 #   containernetworking-plugins bridge, host-local and loopback CNI plugins
 #   iptables, conntrack         kube-proxy's Service rules
 #   ipset                       kube-router's NetworkPolicy rules (hack/node_policies.py)
+#   xfsprogs                    the real node's XFS volumes (hack/local_volumes.py)
 #   buildah, debootstrap        images built here from Debian's packages (hack/images.sh)
 set -euo pipefail
 declare -A NEEDS=(
   [containerd]=containerd [runc]=runc [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
-  [buildah]=buildah [debootstrap]=debootstrap [curl]=curl
+  [buildah]=buildah [debootstrap]=debootstrap [curl]=curl [mkfs.xfs]=xfsprogs [xfs_growfs]=xfsprogs [losetup]=mount
 )
 missing=()
 for command in "${!NEEDS[@]}"; do

@@ -20,8 +20,9 @@ changed.
 The parts live beside this file, one concern each: node_network.py (the
 bridge, the route, the guard, CNI), node_containers.py (the registry,
 containerd, and the containers' processes, mounts and cgroups) and
-node_kubelet.py (the node's certificates, CoreDNS, kubelet, kube-proxy) and
-node_policies.py (the NetworkPolicy engine). This
+node_kubelet.py (the node's certificates, CoreDNS, kubelet, kube-proxy),
+node_policies.py (the NetworkPolicy engine) and local_volumes.py (XFS volumes
+of the StorageClass local-xfs). This
 module puts them together (up, down, leftovers), knows which cluster owns the
 node, and checks that the host can run it.
 """
@@ -31,12 +32,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypedDict
 
+import local_volumes
 import node_policies
-from harness import CLUSTER_DIR, PORT_BASE, SAFE_RANGE, log, running_pid, stop
+from harness import CLUSTER_DIR, PORT_BASE, SAFE_RANGE, STATE_DIR, log, running_pid, start, stop
 from node_containers import REGISTRY as REGISTRY  # `as`: hack/cluster.py reads it as node.REGISTRY
 from node_containers import (
     RUN_DIR,
@@ -67,7 +70,8 @@ from node_network import (
 )
 from node_network import NODE_IP as NODE_IP  # node.NODE_IP, as REGISTRY
 
-COMPONENTS = ["registry", "containerd", "coredns", "kubelet", "kube-proxy", "kube-router"]
+COMPONENTS = ["registry", "containerd", "local-volumes", "coredns", "kubelet", "kube-proxy", "kube-router"]
+LOCAL_VOLUME_DIR = STATE_DIR / "local-volumes"  # the XFS files of the StorageClass local-xfs, and their mounts
 # What the node needs from the host, and the Debian package that brings it.
 HOST_COMMANDS = {
     "ip": "iproute2",
@@ -78,6 +82,9 @@ HOST_COMMANDS = {
     "containerd": "containerd",
     "runc": "runc",
     "ctr": "containerd",
+    "mkfs.xfs": "xfsprogs",
+    "xfs_growfs": "xfsprogs",
+    "losetup": "mount",
 }
 # The bridge, the pod addresses, kube-proxy's chains and CoreDNS's address are
 # the host's, so one cluster at a time runs the real node. This file names it;
@@ -177,6 +184,7 @@ def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> N
     start_registry(bins)
     images = push_images()
     start_containerd(write_containerd_config(images["PAUSE_IMAGE"], write_cni_config()))
+    start_local_volumes()
     kubectl("apply", "-f", "-", stdin=json.dumps(coredns_rbac()))
     start_coredns(bins, kubeconfig_for("coredns"))
     start_kubelet(bins, kubeconfig_for("kubelet"))
@@ -185,6 +193,21 @@ def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> N
     node_policies.start_network_policies(engine, kubeconfig_for("kube-router"))
     kubectl("wait", "--for=condition=Ready", f"node/{NODE_NAME}", "--timeout=120s")
     log(f"real node {NODE_NAME} is Ready (pods need the toleration {NODE_LABEL}=true:NoSchedule)")
+
+
+def start_local_volumes() -> None:
+    """The real node's volumes: mounted before the kubelet starts (no pod may see an empty folder), then served."""
+    local_volumes.mount_existing(str(LOCAL_VOLUME_DIR))
+    start(
+        "local-volumes",
+        [
+            sys.executable,
+            str(Path(local_volumes.__file__).resolve()),
+            f"--kubeconfig={STATE_DIR / 'volume-agent.kubeconfig'}",
+            f"--volume-dir={LOCAL_VOLUME_DIR}",
+            f"--node={NODE_NAME}",
+        ],
+    )
 
 
 # -------------------------------------------------------------------- down
@@ -197,9 +220,9 @@ def down(grace: float = 0) -> None:
     if grace:
         terminate_containers(grace)
     kill_containers()
-    for name in ("kube-router", "kube-proxy", "coredns", "containerd", "registry"):
+    for name in ("kube-router", "kube-proxy", "coredns", "local-volumes", "containerd", "registry"):
         stop(name)
-    unmount_all()
+    unmount_all()  # the pods' mounts, then the volumes' (deepest first): `-o loop` devices go with them
     remove_network()
     node_policies.remove_sets()
     remove_cgroups()
@@ -212,6 +235,7 @@ def leftovers() -> list[str]:
     found = [f"process {name} (pid {running_pid(name)})" for name in COMPONENTS if running_pid(name)]
     found += [f"container process {pid}" for pid in our_processes()]
     found += [f"mount {point}" for point in our_mounts()]
+    found += [f"loop device {device}" for device in local_volumes.our_loop_devices(str(STATE_DIR))]
     found += [f"network namespace {name}" for name in cni_namespaces()]
     found += [f"link {link}" for link in our_links()]
     found += [f"iptables {table} chain {chain}" for table, chains in our_chains().items() for chain in chains]

@@ -248,8 +248,8 @@ class ApiError(Exception):
 PV_PATH = "/api/v1/persistentvolumes"
 
 
-def list_pvs(server: Server) -> tuple[list[Json], str]:
-    """Every PersistentVolume (page by page) and the list's resourceVersion."""
+def list_objects(server: Server, path: str = PV_PATH) -> tuple[list[Json], str]:
+    """Every object of a collection (PersistentVolumes unless told), page by page, and the list's resourceVersion."""
     items: list[Json] = []
     token = ""
     while True:
@@ -258,13 +258,13 @@ def list_pvs(server: Server) -> tuple[list[Json], str]:
             query["continue"] = token
         connection = server.connect(timeout=60)
         try:
-            connection.request("GET", f"{PV_PATH}?{urllib.parse.urlencode(query)}", headers=server.headers())
+            connection.request("GET", f"{path}?{urllib.parse.urlencode(query)}", headers=server.headers())
             response = connection.getresponse()
             body = response.read()
         finally:
             connection.close()
         if response.status != 200:
-            raise ApiError(f"list PersistentVolumes: HTTP {response.status}: {body[:300]!r}")
+            raise ApiError(f"list {path}: HTTP {response.status}: {body[:300]!r}")
         page = json.loads(body)
         items += page.get("items") or []
         token = (page.get("metadata") or {}).get("continue") or ""
@@ -272,8 +272,8 @@ def list_pvs(server: Server) -> tuple[list[Json], str]:
             return items, page["metadata"]["resourceVersion"]
 
 
-def watch_pvs(server: Server, resource_version: str) -> Iterator[Json]:
-    """The watch events after resource_version, until the server ends the watch."""
+def watch_objects(server: Server, resource_version: str, path: str = PV_PATH) -> Iterator[Json]:
+    """The watch events of a collection after resource_version, until the server ends the watch."""
     query = urllib.parse.urlencode(
         {
             "watch": "1",
@@ -284,12 +284,12 @@ def watch_pvs(server: Server, resource_version: str) -> Iterator[Json]:
     )
     connection = server.connect(timeout=WATCH_TIMEOUT_SECONDS + SOCKET_SLACK_SECONDS)
     try:
-        connection.request("GET", f"{PV_PATH}?{query}", headers=server.headers())
+        connection.request("GET", f"{path}?{query}", headers=server.headers())
         response = connection.getresponse()
         if response.status == 410:
             raise Gone(f"HTTP 410 for resourceVersion {resource_version}")
         if response.status != 200:
-            raise ApiError(f"watch PersistentVolumes: HTTP {response.status}: {response.read()[:300]!r}")
+            raise ApiError(f"watch {path}: HTTP {response.status}: {response.read()[:300]!r}")
         # One JSON event per line of the chunked body; http.client undoes the chunking.
         while line := response.readline():
             if line.strip():
@@ -313,7 +313,7 @@ class Agent:
 
     def resync(self) -> str:
         """List every PV and make the folders match; return the resourceVersion to watch from."""
-        items, resource_version = list_pvs(self.server)
+        items, resource_version = list_objects(self.server)
         self.pvs = {pv["metadata"]["name"]: pv for pv in items}
         existing = existing_folders(self.volume_dir)
         apply(
@@ -361,7 +361,7 @@ class Agent:
                     resource_version = self.resync()
                     log(f"listed {len(self.pvs)} PersistentVolumes; watching from resourceVersion {resource_version}")
                 started = time.monotonic()
-                for event in watch_pvs(self.server, resource_version):
+                for event in watch_objects(self.server, resource_version):
                     resource_version = self.handle(event) or resource_version
                     failures = 0
                 # The server ended the watch (timeoutSeconds): watch again from where we were,

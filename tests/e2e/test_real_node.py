@@ -244,6 +244,51 @@ def test_claim_data_survives_pod_and_liveness_restarts(cluster, namespace):
              .get("containerStatuses", [{}])[0].get("restartCount", 0) >= 1, timeout=120)
 
 
+def test_local_xfs_claims_are_real_filesystems_that_grow_online_and_go_with_their_claim(cluster, namespace):
+    """A claim of the class local-xfs (hack/local_volumes.py) is an XFS filesystem of its size: `df` shows it, a
+    file larger than it fails with "No space left on device"; growing the claim grows the filesystem under the
+    running pod; deleting the claim leaves no mount, loop device or file."""
+    image = images()["POSTGRES_IMAGE"]
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+             "spec": {"storageClassName": "local-xfs", "accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    holder = pod("holder", image, ["sleep", "3600"], terminationGracePeriodSeconds=1,
+                 securityContext={"runAsUser": 999, "runAsNonRoot": True, "fsGroup": 999},
+                 volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}])
+    holder["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    apply(cluster, namespace, claim, holder)
+    uid = wait_running(cluster, namespace, "holder")["metadata"]["uid"]
+
+    def in_pod(line: str) -> subprocess.CompletedProcess:
+        return cluster.kubectl("exec", "-n", namespace, "holder", "--", "sh", "-c", line, check=False)
+
+    def size() -> int:
+        return int(in_pod("df -B1 --output=size /data").stdout.split()[-1])
+    assert 0.9 * 2**30 <= size() <= 2**30, size()
+    too_big = in_pod("fallocate -l 1100M /data/big")
+    assert too_big.returncode != 0 and "No space left on device" in too_big.stderr, too_big
+    in_pod("rm -f /data/big")
+
+    cluster.kubectl("patch", "-n", namespace, "pvc", "data", "-p",
+                    '{"spec": {"resources": {"requests": {"storage": "2Gi"}}}}')
+    wait_for("the claim at 2Gi", lambda: get_json(cluster, "-n", namespace, "pvc", "data")["status"]
+             .get("capacity", {}).get("storage") == "2Gi", timeout=60)
+    assert 0.9 * 2 * 2**30 <= size() <= 2 * 2**30, size()
+    assert in_pod("fallocate -l 1100M /data/big").returncode == 0
+    assert get_json(cluster, "-n", namespace, "pod", "holder")["metadata"]["uid"] == uid
+
+    volume = get_json(cluster, "-n", namespace, "pvc", "data")["spec"]["volumeName"]
+    volume_dir = cluster.kubeconfig.parent / "state" / "local-volumes"
+    assert (volume_dir / f"{volume}.xfs").is_file() and os.path.ismount(volume_dir / volume)
+    cluster.kubectl("delete", "-n", namespace, "pod", "holder", "--wait=true")
+    cluster.kubectl("delete", "-n", namespace, "pvc", "data", "--wait=true")
+    wait_for("the volume gone", lambda: not get_json(cluster, "pv", volume), timeout=60)
+    assert not (volume_dir / f"{volume}.xfs").exists() and not (volume_dir / volume).exists()
+    loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "BACK-FILE"], capture_output=True,
+                           text=True, check=True).stdout
+    assert volume not in loops, loops
+
+
 def test_images_come_only_from_the_local_registry(cluster, namespace):
     """Every registry name resolves to the loopback registry: docker.io's postgres is the local image,
     and an image the registry lacks is answered 'not found' there, never looked up online."""

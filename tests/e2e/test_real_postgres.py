@@ -420,14 +420,30 @@ def test_deleted_database_with_retain_is_adopted_again_with_its_rows(cluster, re
     assert "database system was shut down at" in log and "database system was interrupted" not in log, log
 
 
+def data_filesystem_size(cluster, namespace: str, pod: str) -> int:
+    """The size in bytes `df` shows inside POD for PostgreSQL's data volume."""
+    shown = cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--",
+                            "df", "-B1", "--output=size", "/var/lib/postgresql/data").stdout
+    return int(shown.split()[-1])
+
+
+def sized_as_claimed(size: int, claimed: int) -> bool:
+    """A filesystem of the claim's size: no larger, and less only by XFS's own log and metadata."""
+    return 0.9 * claimed <= size <= claimed
+
+
 def test_storage_growth_keeps_the_rows_and_the_pods(cluster, real_operator, namespace):
-    """Raising spec.storage on real pods grows both claims without restarting PostgreSQL: the same pods, the rows
-    on both, the replica still streaming."""
+    """The volumes are real (hack/local_volumes.py): `df` in each pod shows the claim's size. Raising spec.storage
+    grows both claims and their filesystems online without restarting PostgreSQL: the same pods, `df` showing the
+    new size, the rows on both, the replica still streaming."""
     name = "production-db"
     create_db(cluster, namespace, name, replicas=2)
     wait_ready(cluster, namespace, name, timeout=300)
     write_rows(cluster, namespace, f"{name}-0")
     before = {pod: pod_uid(cluster, namespace, pod) for pod in (f"{name}-0", f"{name}-1")}
+    for pod in before:
+        size = data_filesystem_size(cluster, namespace, pod)
+        assert sized_as_claimed(size, 2**30), f"{pod}: df shows {size} bytes for a 1Gi claim"
 
     cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"storage": "2Gi"}}')
     wait_for("both claims at 2Gi", lambda: sorted(
@@ -440,6 +456,9 @@ def test_storage_growth_keeps_the_rows_and_the_pods(cluster, real_operator, name
     wait_for("the resize recorded as succeeded", lambda: last_operation() == ("Resize", "Succeeded"), timeout=120)
     wait_ready(cluster, namespace, name, timeout=120)
     assert {pod: pod_uid(cluster, namespace, pod) for pod in before} == before, "the resize restarted pods"
+    for pod in before:
+        size = data_filesystem_size(cluster, namespace, pod)
+        assert sized_as_claimed(size, 2 * 2**30), f"{pod}: df shows {size} bytes once grown to 2Gi"
     write_rows(cluster, namespace, f"{name}-0", 101, 200)
     for pod in before:
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == row_facts(200), timeout=30)

@@ -262,7 +262,7 @@ class FakeApiServer:
 def test_list_follows_continue_tokens():
     pvs = [pv(f"p{i}", f"{DIR}/pvc-{i}") for i in range(3)]
     with FakeApiServer(pvs) as fake:
-        items, resource_version = agent.list_pvs(fake.server)
+        items, resource_version = agent.list_objects(fake.server)
     assert [p["metadata"]["name"] for p in items] == ["p0", "p1", "p2"]
     assert resource_version == "100"
 
@@ -272,7 +272,7 @@ def test_watch_reads_events_across_chunks():
         for i in range(3):
             fake.events.put({"type": "ADDED", "object": pv(f"p{i}", f"{DIR}/pvc-{i}", rv=str(101 + i))})
         fake.events.put(None)  # the server ends the watch
-        events = list(agent.watch_pvs(fake.server, "100"))
+        events = list(agent.watch_objects(fake.server, "100"))
     assert [e["object"]["metadata"]["name"] for e in events] == ["p0", "p1", "p2"]
 
 
