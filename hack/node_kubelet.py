@@ -79,6 +79,8 @@ def start_kubelet(bins: Path, kubeconfig: Path) -> None:
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": KUBELET_HEALTHZ_PORT,
+        # How often volume usage is measured (default 1m): storageAutoGrow's e2e fills a volume in seconds.
+        "volumeStatsAggPeriod": "10s",
         "tlsCertFile": str(PKI_DIR / "kubelet-serving.crt"),
         "tlsPrivateKeyFile": str(PKI_DIR / "kubelet-serving.key"),
         "authentication": {

@@ -33,8 +33,11 @@ from mydb_operator.model.retention import (
     retention_seconds,
 )
 from mydb_operator.model.spec import (
+    MAX_AUTO_GROW_INTERVAL_SECONDS,
+    MAX_AUTO_GROW_THRESHOLD,
     MAX_FAILOVER_DELAY_SECONDS,
     MAX_REPLICAS,
+    MIN_AUTO_GROW_THRESHOLD,
     MIN_REPLICAS,
     MIN_STORAGE,
     parse_spec,
@@ -288,6 +291,9 @@ DEFAULTS = {
     "backup.continuous": (lambda spec: spec.backup.continuous, "backup.continuous"),
     "backup.verify": (lambda spec: spec.backup.verify, None),
     "restore.backup": (lambda spec: spec.restore.backup, "restore.backup"),
+    "storageAutoGrow.thresholdPercent": (lambda spec: spec.auto_grow.threshold_percent, None),
+    "storageAutoGrow.increment": (lambda spec: spec.auto_grow.increment, None),
+    "storageAutoGrow.intervalSeconds": (lambda spec: spec.auto_grow.interval_seconds, None),
 }
 
 
@@ -298,7 +304,8 @@ def test_every_crd_default_is_the_operators_and_the_charts(crd, chart_defaults):
     defaults = crd_defaults(crd)
     assert set(defaults) == set(DEFAULTS)
     parsed = parse_spec({"replicas": 2, "version": "15.2", "storage": "1Gi",
-                         "backup": {"schedule": "@daily"}, "restore": {"fromDatabase": "source"}})
+                         "backup": {"schedule": "@daily"}, "restore": {"fromDatabase": "source"},
+                         "storageAutoGrow": {"limit": "2Gi"}})
     for path, (operator_says, chart_path) in DEFAULTS.items():
         assert operator_says(parsed) == defaults[path], path
         if chart_path is not None:
@@ -322,6 +329,18 @@ def test_the_bounds_of_replicas_and_failover_delay(crd, chart):
     scripts = (CHART / "templates" / "configmap-scripts.yaml").read_text()
     (named,) = re.findall(r"until \(max ([0-9]+) \(int \.Values\.replicas\)", scripts)
     assert int(named) == MAX_REPLICAS
+
+
+def test_the_bounds_of_storage_auto_grow(crd):
+    """thresholdPercent and intervalSeconds: the CRD's minimum and maximum are the operator's (model/spec.py)."""
+    threshold, interval = at(crd, "storageAutoGrow.thresholdPercent"), at(crd, "storageAutoGrow.intervalSeconds")
+    assert (threshold["minimum"], threshold["maximum"]) == (MIN_AUTO_GROW_THRESHOLD, MAX_AUTO_GROW_THRESHOLD)
+    assert (interval["minimum"], interval["maximum"]) == (0, MAX_AUTO_GROW_INTERVAL_SECONDS)
+    for field, bounds in (("thresholdPercent", threshold), ("intervalSeconds", interval)):
+        for value in (bounds["minimum"] - 1, bounds["minimum"], bounds["maximum"], bounds["maximum"] + 1):
+            taken = bounds["minimum"] <= value <= bounds["maximum"]
+            spec = {**spec_with(), "storageAutoGrow": {"limit": "2Gi", field: value}}
+            assert operator_accepts(spec) is taken, (field, value)
 
 
 def test_the_patterns_the_chart_repeats(crd, chart, chart_defaults):

@@ -45,10 +45,12 @@ NAMESPACED_RIGHTS = {
     ("", "secrets"): {"get", "create", "update", "delete"},
 }
 # Cluster-scoped, in every install: kopf reads the CRD it serves; StorageClasses
-# say whether data claims can grow.
+# say whether data claims can grow; the nodes' kubelets how full the volumes are.
 CLUSTER_RIGHTS = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
     ("storage.k8s.io", "storageclasses"): {"get", "list"},
+    ("", "nodes"): {"get"},
+    ("", "nodes/stats"): {"get"},
 }
 # In the release namespace, with leaderElection.enabled.
 LEASE_RIGHTS = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
@@ -143,7 +145,8 @@ def test_watch_namespaces_gives_a_role_per_namespace(render):
 ], ids=["cluster-wide", "namespaced", "service-monitor", "rbac-only", "leader-election"])
 def test_least_privilege_everywhere(render, values):
     """In every shape of the chart: no wildcard group, resource or verb; no verb that
-    grants power over RBAC or identities; Secrets only got (a user's Secret is checked by name),
+    grants power over RBAC or identities; Nodes only read by name, and their kubelets' stats,
+    never their proxy (every kubelet endpoint, exec included); Secrets only got (a user's Secret is checked by name),
     created and deleted, never listed or watched, by exactly one rule."""
     out = render(values)
     roles = out.kinds("Role") + out.kinds("ClusterRole")
@@ -156,8 +159,10 @@ def test_least_privilege_everywhere(render, values):
             if "deletecollection" in rule["verbs"]:  # only Helm's records, by label, when a database goes
                 assert rule["resources"] == ["configmaps"] and rule["verbs"] == ["deletecollection"], rule
             assert not {"roles", "clusterroles", "rolebindings", "clusterrolebindings",
-                        "serviceaccounts", "serviceaccounts/token", "namespaces", "nodes",
+                        "serviceaccounts", "serviceaccounts/token", "namespaces", "nodes/proxy",
                         "pods/exec", "pods/attach", "pods/portforward"} & set(rule["resources"]), rule
+            if {"nodes", "nodes/stats"} & set(rule["resources"]):  # a Node's address, its kubelet's figures
+                assert rule["resources"] == ["nodes", "nodes/stats"] and rule["verbs"] == ["get"], rule
         secret_rules = [r for r in role["rules"] if "secrets" in r["resources"]]
         holds_database_rights = ("myapp.example.com", "mydatabases") in rights(role)
         if not holds_database_rights:

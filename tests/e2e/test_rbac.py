@@ -65,6 +65,8 @@ NAMESPACED_RIGHTS = {
 CLUSTER_RIGHTS = {
     "customresourcedefinitions.apiextensions.k8s.io": {"get", "list", "watch"},
     "storageclasses.storage.k8s.io": {"get", "list"},
+    "nodes": {"get"},
+    "nodes/stats": {"get"},
     "leases.coordination.k8s.io": {"list"},
 }
 # In the release namespace, with leaderElection.enabled: its own Lease, and the cluster-wide list.

@@ -46,6 +46,7 @@ class FakeApi:
         self.job_pods_made: dict[Key, list[dict[str, Any]]] = {}  # (namespace, Job) -> its pods
         self.records: dict[Key, dict[str, Any]] = {}  # the records of the primary (ConfigMaps), as written
         self.observations: dict[Key, Observation] = {}  # what a full read of one database answers
+        self.summaries: dict[str, dict[str, Any]] = {}  # node -> its kubelet's /stats/summary
         self.grown: list[tuple[str, str, str]] = []  # (namespace, claim, size)
         self.orphaned: list[Key] = []
         self.labels: list[tuple[str, str, str, str]] = []
@@ -66,6 +67,10 @@ class FakeApi:
     async def observation(self, namespace: str, release: str) -> Observation:
         self._call("observation", namespace, release)
         return self.observations.get((namespace, release), Observation())
+
+    async def stats_summary(self, node: str) -> dict[str, Any] | None:
+        self._call("stats_summary", node)
+        return self.summaries.get(node)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call("read_secret", namespace, name)

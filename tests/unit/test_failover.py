@@ -363,3 +363,13 @@ def test_a_primary_restarted_in_place_on_purpose_is_not_failed_over_while_it_com
                                down_since=NOW - timedelta(seconds=190))
     failing = plan(down)
     assert failing.state == FAILING_OVER and failing.actions[0].record.reason == FAILOVER
+
+
+def test_a_replica_whose_data_volume_is_full_is_never_promoted():
+    """It could not write either: the next best is chosen, and with none the refusal says why."""
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    both = members([down, pod(1), pod(2)], [replica_facts(1, 950), replica_facts(2, 900)])
+    assert choose_replica(dataclasses.replace(both, full=frozenset({"db-1"})), exclude="db-0").pod == "db-2"
+    refused = choose_replica(dataclasses.replace(both, full=frozenset({"db-1", "db-2"})), exclude="db-0")
+    assert isinstance(refused, Refusal)
+    assert "db-1's data volume is full" in refused.why and "db-2's data volume is full" in refused.why

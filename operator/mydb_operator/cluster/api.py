@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model.observation import Observation
+from .kubelets import Kubelets
 from .reads import Reads
 from .writes import Writes
 
@@ -42,6 +43,10 @@ class ApiPort(Protocol):
     async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]: ...
 
     async def claim_exists(self, namespace: str, name: str) -> bool: ...
+
+    async def stats_summary(self, node: str) -> dict[str, Any] | None:
+        """The node's kubelet summary (cluster/kubelets.py): a Node read, then one request to the kubelet."""
+        ...
 
     # writes
     async def create_secret_once(self, body: dict[str, Any]) -> bool:
@@ -83,9 +88,9 @@ class ApiPort(Protocol):
     async def remove_annotation(self, namespace: str, name: str, key: str, value: str) -> None: ...
 
 
-class KubernetesApi(Reads, Writes):
+class KubernetesApi(Reads, Writes, Kubelets):
     """The port on the real API server: one ApiClient, made on first use (cluster/clients.Connection),
-    the reads of cluster/reads.py and the writes of cluster/writes.py."""
+    the reads of cluster/reads.py, the writes of cluster/writes.py and the kubelets' summaries."""
 
 
 if TYPE_CHECKING:  # mypy checks here that the adapter offers every call of the port, as declared

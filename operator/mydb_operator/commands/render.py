@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from ..helm.errors import HelmError
 from ..helm.releases import Helm
 from ..model.errors import SpecError
 from ..model.spec import parse_spec
+from ..policy.volumes import current_size
 from .preflight import make_helm, platform
 
 
@@ -41,8 +43,12 @@ def load_database(path: str) -> dict[str, Any]:
 
 
 def values_for(database: dict[str, Any], loaded: Platform, chart_keys: frozenset[str] | None = None) -> dict[str, Any]:
+    """The values the operator passes to Helm; under storageAutoGrow, with the size status.storage shows
+    (`kubectl get mydb NAME -o yaml | render -f -` equals what is applied)."""
     try:
         spec = parse_spec(database.get("spec") or {})
+        grown = ((database.get("status") or {}).get("storage") or {}).get("size")
+        spec = dataclasses.replace(spec, storage=current_size(spec.storage, grown, spec.auto_grow))
         return database_values(database["metadata"]["name"], spec, loaded, chart_keys=chart_keys)
     except (SpecError, PlatformError) as error:
         raise SystemExit(f"invalid {names.KIND}: {error}") from None

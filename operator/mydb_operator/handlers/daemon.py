@@ -86,3 +86,4 @@ async def run_database(
     finally:
         if memo.wakeups.unregister(key, wake):
             metrics.set_phase(key, None)
+            metrics.set_volumes(key, {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,13 @@ RESTORE_LATEST = "latest"
 # the primary's last known WAL position a replica may be and still be promoted (docs/high-availability.md).
 FAILOVER_DELAY_SECONDS = 3
 MAX_LAG_ON_FAILOVER = "16Mi"
+# spec.storageAutoGrow's defaults and bounds (docs/configuration.md, "Storage auto-grow").
+AUTO_GROW_THRESHOLD_PERCENT = 80
+MIN_AUTO_GROW_THRESHOLD, MAX_AUTO_GROW_THRESHOLD = 50, 95
+AUTO_GROW_INCREMENT = "50%"
+AUTO_GROW_INTERVAL_SECONDS = 300
+MAX_AUTO_GROW_INTERVAL_SECONDS = 86400
+PERCENT_INCREMENT = re.compile(r"^([1-9][0-9]{0,2})%$")  # 1% to 999% of the current size
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,17 @@ class Restore:
     from_database: str
     backup: str = RESTORE_LATEST
     point_in_time: str = ""  # RFC 3339; empty: the end of the archive (or the dump named)
+
+
+@dataclass(frozen=True)
+class AutoGrow:
+    """spec.storageAutoGrow: grow every data claim when one is THRESHOLD_PERCENT full, by INCREMENT (a share
+    of the current size, "50%", or a quantity), never past LIMIT, at most once per INTERVAL_SECONDS."""
+
+    limit: str
+    threshold_percent: int = AUTO_GROW_THRESHOLD_PERCENT
+    increment: str = AUTO_GROW_INCREMENT
+    interval_seconds: int = AUTO_GROW_INTERVAL_SECONDS
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,7 @@ class DatabaseSpec:
     synchronous: bool = False  # spec.replication.synchronous
     tls: bool = True  # spec.tls.enabled: TLS for every TCP connection, plain TCP refused
     tls_secret: str = ""  # spec.tls.secretName: the user's server certificate; empty: the operator issues one
+    auto_grow: AutoGrow | None = None  # spec.storageAutoGrow; None: the claims keep spec.storage
 
     @property
     def major(self) -> int:
@@ -82,6 +102,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
     scheduling = _section(spec, "scheduling") or {}
     replication = _section(spec, "replication") or {}
     tls = _section(spec, "tls") or {}
+    auto_grow = _section(spec, "storageAutoGrow")
     parsed = DatabaseSpec(
         replicas=_integer("replicas", spec["replicas"]),
         version=str(spec["version"]),
@@ -119,6 +140,18 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         synchronous=bool(replication.get("synchronous", False)),
         tls=bool(tls.get("enabled", True)),
         tls_secret=_text(tls, "secretName", "tls.secretName", ""),
+        auto_grow=AutoGrow(
+            limit=_text(auto_grow, "limit", "storageAutoGrow.limit"),
+            threshold_percent=_integer(
+                "storageAutoGrow.thresholdPercent", auto_grow.get("thresholdPercent", AUTO_GROW_THRESHOLD_PERCENT)
+            ),
+            increment=_text(auto_grow, "increment", "storageAutoGrow.increment", AUTO_GROW_INCREMENT),
+            interval_seconds=_integer(
+                "storageAutoGrow.intervalSeconds", auto_grow.get("intervalSeconds", AUTO_GROW_INTERVAL_SECONDS)
+            ),
+        )
+        if auto_grow is not None
+        else None,
     )
     validate(parsed)
     return parsed
@@ -170,11 +203,37 @@ def validate(spec: DatabaseSpec) -> None:
         raise SpecError("tls.secretName", "names a certificate for TLS, which tls.enabled: false turns off")
     if spec.deletion_policy not in (DELETION_RETAIN, DELETION_DELETE):
         raise SpecError("deletionPolicy", f"must be Retain or Delete, got {spec.deletion_policy!r}")
+    if spec.auto_grow:
+        _check_auto_grow(spec.auto_grow, spec.storage)
     if spec.backup:
         check_cron("backup.schedule", spec.backup.schedule)
         if not valid_retention(spec.backup.retention):
             raise SpecError("backup.retention", f"{spec.backup.retention!r} is not like 7d, 12h or 4w")
         _check_quantity("backup.storage", spec.backup.storage)
+
+
+def _check_auto_grow(auto_grow: AutoGrow, storage: str) -> None:
+    low, high = MIN_AUTO_GROW_THRESHOLD, MAX_AUTO_GROW_THRESHOLD
+    if not low <= auto_grow.threshold_percent <= high:
+        raise SpecError(
+            "storageAutoGrow.thresholdPercent", f"must be {low} to {high}, got {auto_grow.threshold_percent}"
+        )
+    if not PERCENT_INCREMENT.match(auto_grow.increment):
+        try:
+            _check_quantity("storageAutoGrow.increment", auto_grow.increment)
+        except SpecError:
+            raise SpecError(
+                "storageAutoGrow.increment",
+                f"{auto_grow.increment!r} is neither a share of the size (1% to 999%) nor a quantity such as 10Gi",
+            ) from None
+    _check_quantity("storageAutoGrow.limit", auto_grow.limit)
+    if parse_quantity(auto_grow.limit) < parse_quantity(storage):
+        raise SpecError("storageAutoGrow.limit", f"{auto_grow.limit} is below storage ({storage})")
+    if not 0 <= auto_grow.interval_seconds <= MAX_AUTO_GROW_INTERVAL_SECONDS:
+        raise SpecError(
+            "storageAutoGrow.intervalSeconds",
+            f"must be 0 to {MAX_AUTO_GROW_INTERVAL_SECONDS} seconds, got {auto_grow.interval_seconds}",
+        )
 
 
 def lag_limit(text: str) -> int | None:

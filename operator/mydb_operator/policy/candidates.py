@@ -32,6 +32,8 @@ def choose_replica(members: Members, exclude: str) -> InstanceFacts | Refusal:
         probe, facts = members.probes.get(name), members.facts(name)
         if not serving(pod) or role_label(pod) == names.FENCED:
             reasons.append(why_not_serving(pod, name))
+        elif name in members.full:
+            reasons.append(f"{name}'s data volume is full: it could not write either")
         elif isinstance(probe, Unreachable):
             reasons.append(f"{name} did not answer ({probe.error})")
         elif facts is None:

@@ -37,6 +37,7 @@ class Members:
     served: bool = False  # the recorded primary has served before (status.primary names it)
     down_since: datetime | None = None  # when the database left Ready, for a primary whose pod is missing
     reference_lsn: int | None = None  # the primary's last known WAL position (lag of the candidates)
+    full: frozenset[str] = frozenset()  # pods whose data volume is full (policy/volumes.is_full)
 
     @property
     def primary(self) -> str:

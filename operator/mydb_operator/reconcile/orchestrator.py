@@ -23,6 +23,7 @@ from .outcomes import Outcome, Target
 from .runtime import Runtime
 from .topology import keep_primary
 from .upgrading import keep_upgrade, upgrade_under_way
+from .volumes import keep_volumes
 
 
 async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
@@ -37,11 +38,25 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         spec = parse_spec(body.get("spec") or {})
     except SpecError as error:
         problem = Problem("InvalidSpec", str(error))
+    volumes = await keep_volumes(
+        namespace,
+        name,
+        spec,
+        previous,
+        observed.statefulset,
+        observed.pods,
+        runtime.api,
+        runtime.summaries,
+        datetime.now(UTC),
+    )
+    spec = volumes.spec  # its storage as storageAutoGrow grew it
     # The primary first: a failover must not wait behind a Helm run.
     annotations = meta.get("annotations") or {}
     # While a major upgrade stops the pods, nothing fails over: they stop on purpose.
     still = upgrade_under_way(previous)
-    topology = await keep_primary(namespace, name, spec, annotations, previous, observed, runtime, still=still)
+    topology = await keep_primary(
+        namespace, name, spec, annotations, previous, observed, runtime, still=still, full=volumes.full_pods
+    )
     uid = meta.get("uid", "")
     upgrade = await keep_upgrade(namespace, name, spec, annotations, previous, observed, topology, runtime, uid)
     continuous = spec is not None and spec.backup is not None and spec.backup.continuous and not spec.hibernate
@@ -64,7 +79,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         outcome = await converge(target, observed, runtime, fresh=cached is None)
     if spec is not None:
         await reload_where_due(namespace, name, spec, certificates, topology.probes, outcome.observed.pods, runtime)
-    outcome.events = topology.events + upgrade.events + certificates.events + outcome.events
+    outcome.events = volumes.events + topology.events + upgrade.events + certificates.events + outcome.events
     rechecks = (topology.recheck, upgrade.recheck, certificates.recheck)
     outcome.recheck = min((s for s in rechecks if s is not None), default=None)
     outcome.retry_soon = topology.failed
@@ -95,6 +110,8 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
         upgrade=upgrade.state,
         tls=certificates.status,
+        storage=volumes.status,
+        full=volumes.full,
     )
     outcome.status = build_status(Wanted(name, namespace, generation, spec, runtime.port), happened, previous, now())
     outcome.events += warnings_for(previous, outcome.status)

@@ -12,6 +12,7 @@ from ..desired.platform import Platform
 from ..helm.releases import Helm
 from ..instances.logins import Logins
 from .pacing import RolloutWindow
+from .volumes import NodeSummaries
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Runtime:
     catch_up_seconds: float = 3.0
     # Each database's superuser login, read from its Secret once (the servers are asked as it).
     logins: Logins = field(default_factory=Logins)
+    # The kubelets' volume figures, each node's read at most every few seconds (volumes.py).
+    summaries: NodeSummaries = field(default_factory=NodeSummaries)
     # Twice the Helm slots may act at once (see converging.py): the next databases
     # read and prepare while Helm runs for others.
     acting: asyncio.Semaphore = field(init=False)

@@ -176,9 +176,10 @@ async def keep_primary(
     runtime: Runtime,
     *,
     still: bool = False,
+    full: frozenset[str] = frozenset(),
 ) -> Topology:
     """Ask, decide, act, look again: at most ROUNDS times in one pass. STILL: ask only (the pods stop on
-    purpose: a major upgrade)."""
+    purpose: a major upgrade). FULL: the pods whose data volume is full, never promoted."""
     step = Pass(namespace, name, spec, runtime)
     step.pods = list(observed.pods)
     step.report.record = parse_record(observed.record)
@@ -201,6 +202,7 @@ async def keep_primary(
             served=previous.get("primary") == recorded_primary(name, step.report.record),
             down_since=left_ready_at(previous),
             reference_lsn=last_known_lsn(previous, recorded_primary(name, step.report.record)),
+            full=full,
         )
         decided = plan(members)
         if decided.state == SERVING and not decided.actions:

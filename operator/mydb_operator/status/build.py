@@ -55,6 +55,8 @@ class Happened:
     primary: PrimaryView = field(default_factory=PrimaryView)  # the servers' answers and the primary's plan
     upgrade: UpgradeState | None = None  # a major upgrade's state (policy/major_upgrade.py)
     tls: Mapping[str, Any] = field(default_factory=dict)  # status.tls: the certificate (reconcile/certificates.py)
+    storage: Mapping[str, Any] = field(default_factory=dict)  # status.storage: size, usage (reconcile/volumes.py)
+    full: str | None = None  # the full data volumes, in status' words (policy/volumes.full_volumes)
 
 
 def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], now: str) -> dict[str, Any]:
@@ -79,6 +81,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         primary=(view.plan.state, view.plan.message),
         routing=routing_gap(release, target, pods, observation.routes) if pods else None,
         upgrading=happened.upgrade.message if happened.upgrade and happened.upgrade.phase in UNDER_WAY else None,
+        disk_full=happened.full,
     )
     phase, ready, reason, message = assessment.phase, assessment.ready, assessment.reason, assessment.message
 
@@ -123,6 +126,8 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         status["upgrade"] = happened.upgrade.as_status()
     if happened.tls:
         status["tls"] = tls_status(happened.tls, view)
+    if happened.storage:
+        status["storage"] = dict(happened.storage)
     backup = {**backups.facts(observation.cronjob, observation.jobs), **happened.on_demand}
     known = (previous.get("backup") or {}).get("lastVerification") or {}
     verified = backups.verification(observation.jobs, backup.get("lastVerificationJob"), known)

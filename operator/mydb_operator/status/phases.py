@@ -55,13 +55,15 @@ def assess(
     primary: tuple[str, str] = ("Serving", ""),
     routing: str | None = None,
     upgrading: str | None = None,
+    disk_full: str | None = None,
 ) -> Assessment:
     """The first that holds: a problem, hibernation, not installed, the primary down or moving, all ready
     and routed, failing pods, rolling out.
 
     primary: where the primary's plan stands (policy/primary.py) and why; routing: what a Service does not
     route to yet (status/primary.py), None when both route where they should; upgrading: what a major
-    upgrade that stopped the pods does (policy/major_upgrade.py)."""
+    upgrade that stopped the pods does (policy/major_upgrade.py); disk_full: which data volumes are full
+    (policy/volumes.py)."""
     if problem:
         return Assessment(FAILED, False, problem.reason, problem.message)
     if hibernating:
@@ -71,6 +73,8 @@ def assess(
         return Assessment(PENDING, False, "Pending", "the release is not installed yet")
     if upgrading is not None:
         return Assessment(DEPLOYING, False, "MajorUpgrade", upgrading)
+    if disk_full is not None:  # first: a primary down for want of space is told by its cause
+        return Assessment(DEGRADED, False, "DiskFull", disk_full)
     state, why = primary
     if state in PRIMARY_DOWN:
         return Assessment(DEGRADED, False, state, why)

@@ -43,7 +43,17 @@ INSTANCE_PROBES = Counter(
     "mydb_instance_probes_total", "Questions to PostgreSQL servers about their state, by result.", ["result"]
 )
 
+VOLUME_USED_BYTES = Gauge(
+    "mydb_volume_used_bytes",
+    "Bytes used on a pod's data volume, as its node's kubelet measured them.",
+    ["namespace", "database", "pod"],
+)
+VOLUME_CAPACITY_BYTES = Gauge(
+    "mydb_volume_capacity_bytes", "Size of a pod's data volume's filesystem.", ["namespace", "database", "pod"]
+)
+
 _phases: dict[tuple[str, str], str] = {}
+_volumes: dict[tuple[str, str], set[str]] = {}  # database -> the pods whose volume figures are reported
 _reported: set[str] = set()
 
 
@@ -57,6 +67,18 @@ def set_phase(key: tuple[str, str], phase: str | None) -> None:
     _reported.update(counts)
     for label in _reported:  # a phase that emptied goes to 0, not stale
         DATABASES.labels(label).set(counts.get(label, 0))
+
+
+def set_volumes(key: tuple[str, str], figures: dict[str, tuple[int, int]]) -> None:
+    """One database's data volumes, pod -> (used, capacity) bytes; a pod no longer measured is dropped."""
+    for pod in _volumes.pop(key, set()) - set(figures):
+        VOLUME_USED_BYTES.remove(*key, pod)
+        VOLUME_CAPACITY_BYTES.remove(*key, pod)
+    for pod, (used, capacity) in figures.items():
+        VOLUME_USED_BYTES.labels(*key, pod).set(used)
+        VOLUME_CAPACITY_BYTES.labels(*key, pod).set(capacity)
+    if figures:
+        _volumes[key] = set(figures)
 
 
 @asynccontextmanager

@@ -1,0 +1,95 @@
+"""Data volumes: when one is full, and when and how far storageAutoGrow grows them all. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..model.quantity import parse_quantity
+from ..model.spec import PERCENT_INCREMENT, AutoGrow
+from ..model.volumes import VolumeUsage
+
+MI, GI = 2**20, 2**30
+# A volume is full when less than this is left: PostgreSQL then fails to add a WAL segment (16 MiB) or a
+# table's next extent; on a large volume, when less than FULL_SHARE of it is left.
+FULL_BELOW_BYTES = 32 * MI
+FULL_SHARE_PERCENT = 2
+
+
+def is_full(usage: VolumeUsage) -> bool:
+    return usage.available_bytes < max(FULL_BELOW_BYTES, usage.capacity_bytes * FULL_SHARE_PERCENT // 100)
+
+
+def full_volumes(volumes: Sequence[VolumeUsage]) -> str | None:
+    """What status says of the full data volumes, naming each pod and its usage; None when none is full."""
+    full = [v for v in volumes if is_full(v)]
+    if not full:
+        return None
+    told = "; ".join(
+        f"{v.pod}: {v.used_percent}% used, {mib(v.available_bytes)} left of {mib(v.capacity_bytes)}" for v in full
+    )
+    return f"data volume full ({told}): writes fail until the storage grows (spec.storage or storageAutoGrow)"
+
+
+def mib(size: int) -> str:
+    return f"{size // MI}Mi"
+
+
+def grown_size(current: str, increment: str, limit: str) -> str:
+    """CURRENT plus INCREMENT (a share of CURRENT, or a quantity), at most LIMIT, rounded up to a whole Mi
+    (shown in Gi when it is a whole number of them)."""
+    size = parse_quantity(current)
+    share = PERCENT_INCREMENT.match(increment)
+    step = size * int(share.group(1)) / 100 if share else parse_quantity(increment)
+    wanted = min(size + step, parse_quantity(limit))
+    mebibytes = math.ceil(wanted / MI)
+    return f"{mebibytes // 1024}Gi" if mebibytes % 1024 == 0 else f"{mebibytes}Mi"
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What auto-grow decides in one pass: the size to grow to (None: none now), and why."""
+
+    size: str | None
+    reason: str  # "" (below the threshold), "Grow", "LimitReached", "Interval" or "Growing"
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class LastGrowth:
+    """status.storage.lastAutoGrowth: when, and from which size."""
+
+    at: datetime
+    grown_from: str
+
+
+def auto_growth(
+    auto_grow: AutoGrow, current: str, volumes: Sequence[VolumeUsage], last: LastGrowth | None, now: datetime
+) -> Growth:
+    """Grow every claim when the fullest data volume reaches the threshold, by the increment, up to the limit,
+    at most once per interval. A figure measured on a filesystem no larger than the last growth's starting
+    size is from before that growth (the kubelet measures every minute or so): it decides nothing."""
+    if not volumes:
+        return Growth(None, "")
+    fullest = max(volumes, key=lambda v: (v.used_percent, v.pod))
+    if fullest.used_percent < auto_grow.threshold_percent:
+        return Growth(None, "")
+    if last is not None and fullest.capacity_bytes <= parse_quantity(last.grown_from):
+        return Growth(None, "Growing", f"{fullest.pod}'s data volume has not grown from {last.grown_from} yet")
+    about = f"{fullest.pod}'s data volume is {fullest.used_percent}% full (threshold {auto_grow.threshold_percent}%)"
+    if parse_quantity(current) >= parse_quantity(auto_grow.limit):
+        return Growth(None, "LimitReached", f"{about}, and the storage is at storageAutoGrow.limit ({auto_grow.limit})")
+    if last is not None and now - last.at < timedelta(seconds=auto_grow.interval_seconds):
+        return Growth(None, "Interval", f"{about}; grown at {last.at.isoformat()}, at most once per interval")
+    size = grown_size(current, auto_grow.increment, auto_grow.limit)
+    return Growth(size, "Grow", f"{about}: growing every data volume from {current} to {size}")
+
+
+def current_size(storage: str, template_size: str | None, auto_grow: AutoGrow | None) -> str:
+    """The size the claims are to have: spec.storage, or under auto-grow what the claims already grew to
+    when that is more (spec.storage stays as the user wrote it)."""
+    if auto_grow is None or template_size is None:
+        return storage
+    return template_size if parse_quantity(template_size) > parse_quantity(storage) else storage

@@ -1,0 +1,118 @@
+"""A database's data volumes in one pass: how full each is (its nodes' kubelets), whether one is full, and
+storageAutoGrow's growth, which the storage plan then carries out as for a larger spec.storage."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..cluster.api import ApiPort
+from ..cluster.failures import API_FAILURES, failure_detail
+from ..model.spec import DatabaseSpec
+from ..model.statefulset import claim_template_size
+from ..model.timestamps import parse_time, rfc3339
+from ..model.volumes import VolumeUsage, data_volumes
+from ..policy.volumes import LastGrowth, auto_growth, current_size, full_volumes, is_full
+from ..telemetry import metrics
+
+log = logging.getLogger(__name__)
+Event = tuple[str, str, str]
+# A node's summary serves every database on it for this long; a node whose kubelet gave none is asked
+# again after UNAVAILABLE_SECONDS (kwok's simulated nodes have no kubelet to ask).
+SUMMARY_MAX_AGE_SECONDS = 15.0
+UNAVAILABLE_SECONDS = 300.0
+
+
+class NodeSummaries:
+    """The kubelets' summaries, each read at most once per SUMMARY_MAX_AGE_SECONDS, whatever the number
+    of databases on the node."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._known: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def summary(self, api: ApiPort, node: str) -> dict[str, Any] | None:
+        async with self._locks.setdefault(node, asyncio.Lock()):
+            read_at, known = self._known.get(node, (None, None))
+            age = SUMMARY_MAX_AGE_SECONDS if known is not None else UNAVAILABLE_SECONDS
+            if read_at is not None and self._clock() - read_at < age:
+                return known
+            try:
+                found = await api.stats_summary(node)
+            except (*API_FAILURES, ValueError) as error:
+                log.info("node %s: no volume figures from its kubelet: %s", node, failure_detail(error))
+                found = None
+            self._known[node] = (self._clock(), found)
+            return found
+
+
+async def volume_usage(
+    namespace: str, release: str, pods: list[dict[str, Any]], api: ApiPort, summaries: NodeSummaries
+) -> list[VolumeUsage]:
+    """Each data volume's figures, from the kubelets of the nodes the database's pods run on."""
+    nodes = sorted({p["spec"]["nodeName"] for p in pods if (p.get("spec") or {}).get("nodeName")})
+    found: list[VolumeUsage] = []
+    for node in nodes:
+        summary = await summaries.summary(api, node)
+        if summary is not None:
+            found += data_volumes(summary, namespace, release)
+    return found
+
+
+@dataclass
+class VolumeState:
+    """What the pass learnt of the data volumes, and the spec the rest of it applies (storage as grown)."""
+
+    spec: DatabaseSpec | None
+    usage: list[VolumeUsage] = field(default_factory=list)
+    full: str | None = None  # status' words for the full volumes, if any
+    status: dict[str, Any] = field(default_factory=dict)  # status.storage
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def full_pods(self) -> frozenset[str]:
+        return frozenset(v.pod for v in self.usage if is_full(v))
+
+
+async def keep_volumes(
+    namespace: str,
+    name: str,
+    spec: DatabaseSpec | None,
+    previous: dict[str, Any],
+    statefulset: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    api: ApiPort,
+    summaries: NodeSummaries,
+    now: datetime,
+) -> VolumeState:
+    usage = await volume_usage(namespace, name, pods, api, summaries)
+    metrics.set_volumes((namespace, name), {v.pod: (v.used_bytes, v.capacity_bytes) for v in usage})
+    state = VolumeState(spec, usage, full_volumes(usage))
+    known: dict[str, Any] = previous.get("storage") or {}
+    if spec is None:
+        return state
+    size = current_size(spec.storage, claim_template_size(statefulset), spec.auto_grow)
+    status: dict[str, Any] = {"size": size, "volumes": [v.as_status() for v in usage]}
+    last = known.get("lastAutoGrowth")
+    if spec.auto_grow is not None:
+        if last:
+            status["lastAutoGrowth"] = last
+        at = parse_time((last or {}).get("at"))
+        growth = auto_growth(spec.auto_grow, size, usage, LastGrowth(at, last["from"]) if at and last else None, now)
+        if growth.size is not None:
+            status["lastAutoGrowth"] = {"at": rfc3339(now), "from": size, "to": growth.size}
+            state.events.append(("Normal", "StorageAutoGrow", growth.message))
+            size = status["size"] = growth.size
+        status["limitReached"] = growth.reason == "LimitReached"
+        if status["limitReached"] and not known.get("limitReached"):
+            state.events.append(("Warning", "StorageAutoGrowLimitReached", growth.message))
+    state.spec = dataclasses.replace(spec, storage=size)
+    state.status = status
+    return state
