@@ -73,13 +73,15 @@ def test_a_cronjob_keeps_its_schedule_and_status_only() -> None:
     assert facts(kept, []) == facts(CRONJOB, [])
 
 
-def test_pods_keep_of_their_spec_only_whether_they_serve_tls_and_services_only_metadata() -> None:
+def test_pods_keep_of_their_spec_only_whether_they_serve_tls_and_their_node_and_services_only_metadata() -> None:
     pod = {"metadata": {"name": "db-0", "labels": {"role": "primary"}}, "spec": {"containers": []},
            "status": {"phase": "Running"}}
     assert slim("pods", pod) == {"metadata": pod["metadata"], "spec": {"volumes": []}, "status": {"phase": "Running"}}
     secured = {**pod, "spec": {"containers": [{}], "volumes": [{"name": "data"}, {"name": "tls", "secret": {"secretName": "db-tls", "defaultMode": 288}}]}}
     assert slim("pods", secured)["spec"] == {"volumes": [{"name": "tls", "secret": {"secretName": "db-tls"}}]}
     assert serves_tls(slim("pods", secured)["spec"]) and not serves_tls(slim("pods", pod)["spec"])
+    placed = {**pod, "spec": {"containers": [{}], "nodeName": "node-1"}}  # whose kubelet measures its volume
+    assert slim("pods", placed)["spec"] == {"volumes": [], "nodeName": "node-1"}
     service = {"metadata": {"name": "db"}, "spec": {"ports": []}, "status": {}}
     assert slim("services", service) == {"metadata": {"name": "db"}}
 

@@ -25,8 +25,12 @@ def tls_volumes(pod_spec: Object) -> list[Object]:
 
 
 def pod_spec(spec: Object) -> Object:
-    """What reconciles read of a pod's spec: whether it serves TLS."""
-    return {"volumes": tls_volumes(spec)}
+    """What reconciles read of a pod's spec: whether it serves TLS, and its node (whose kubelet measures
+    its data volume)."""
+    slim: Object = {"volumes": tls_volumes(spec)}
+    if spec.get("nodeName"):
+        slim["nodeName"] = spec["nodeName"]
+    return slim
 
 
 def statefulset_spec(spec: Object) -> Object:

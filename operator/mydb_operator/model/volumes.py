@@ -10,6 +10,8 @@ from typing import Any
 
 from .. import names
 
+MI = 2**20
+
 
 @dataclass(frozen=True)
 class VolumeUsage:
@@ -25,9 +27,11 @@ class VolumeUsage:
         return self.used_bytes * 100 // self.capacity_bytes if self.capacity_bytes else 0
 
     def as_status(self) -> dict[str, Any]:
+        """Its entry in status.storage.volumes: used bytes to the MiB below, so that an idle server's few
+        written bytes change no status (the metric has them exact)."""
         return {
             "pod": self.pod,
-            "usedBytes": self.used_bytes,
+            "usedBytes": self.used_bytes // MI * MI,
             "capacityBytes": self.capacity_bytes,
             "usedPercent": self.used_percent,
         }

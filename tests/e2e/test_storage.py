@@ -1,0 +1,149 @@
+"""Real volumes on real pods (hack/local_volumes.py: XFS of the claim's size): their usage in status, a full one,
+and storageAutoGrow growing them before PostgreSQL runs out of space.
+
+Each database's volumes are filled quickly by a ballast file beside PGDATA (fallocate, inside the postgres
+container), then by rows PostgreSQL writes: what fills the disk last is the database itself."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import wait_ready
+from .test_faults import event_count, warning_events
+from .test_real_postgres import create_db, data_filesystem_size, pod_uid, sized_as_claimed, sql
+from .waiting import get_json, wait_for
+
+pytestmark = pytest.mark.e2e
+MI, GI = 2**20, 2**30
+DATA = "/var/lib/postgresql/data"
+
+
+def in_postgres(cluster, namespace: str, pod: str, line: str):
+    return cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
+
+
+def fill_to(cluster, namespace: str, pod: str, percent: float, name: str = "ballast") -> None:
+    """Add a ballast file in POD's data volume so that PERCENT of it is used (df's figures)."""
+    used, size = (int(x) for x in in_postgres(cluster, namespace, pod, f"df -B1 --output=used,size {DATA}")
+                  .stdout.split()[-2:])
+    missing = int(size * percent / 100) - used
+    assert missing > 0, (pod, used, size, percent)
+    done = in_postgres(cluster, namespace, pod, f"fallocate -l {missing} {DATA}/{name}")
+    assert done.returncode == 0, done.stderr
+
+
+def storage_status(cluster, namespace: str, name: str) -> dict:
+    return (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("storage") or {}
+
+
+def normal_events(cluster, namespace: str, name: str, reason: str) -> list[dict]:
+    events = get_json(cluster, "-n", namespace, "events", "--field-selector",
+                      f"involvedObject.kind=MyDatabase,involvedObject.name={name},reason={reason}")
+    return events.get("items", [])
+
+
+def claim_sizes(cluster, namespace: str, name: str) -> list[str]:
+    claims = get_json(cluster, "-n", namespace, "pvc", "-l",
+                      f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]
+    return sorted((c.get("status") or {}).get("capacity", {}).get("storage", "") for c in claims)
+
+
+def insert_megabytes(cluster, namespace: str, primary: str, first: int, megabytes: int):
+    """Rows of 1 KiB (incompressible enough: md5 text), about MEGABYTES of them, ids from FIRST."""
+    last = first + megabytes * 1024 - 1
+    return in_postgres(cluster, namespace, primary,
+                       'PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" psql -h 127.0.0.1 '
+                       '-U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -v ON_ERROR_STOP=1 -Atc '
+                       '"create table if not exists filler (id int primary key, pad text); '
+                       "insert into filler select i, repeat(md5(i::text), 32) "
+                       f'from generate_series({first}, {last}) i"')
+
+
+def test_usage_in_status_and_auto_grow_before_postgresql_runs_out(cluster, real_operator, namespace):
+    """status.storage shows each pod's usage from its kubelet; past thresholdPercent every claim grows by the
+    increment, online (same pods, `df` shows it), with an Event, and spec.storage stays as written; at the
+    limit a Warning says it can grow no more. PostgreSQL never fails a write meanwhile."""
+    name = "growing"
+    grow = {"thresholdPercent": 70, "increment": "50%", "limit": "1536Mi", "intervalSeconds": 0}
+    create_db(cluster, namespace, name, replicas=2, storage="1Gi", storageAutoGrow=grow)
+    wait_ready(cluster, namespace, name, timeout=300)
+    pods = (f"{name}-0", f"{name}-1")
+    uids = {pod: pod_uid(cluster, namespace, pod) for pod in pods}
+    wait_for("usage in status", lambda: {v["pod"] for v in storage_status(cluster, namespace, name)
+                                         .get("volumes", [])} == set(pods), timeout=60)
+    for volume in storage_status(cluster, namespace, name)["volumes"]:
+        assert sized_as_claimed(volume["capacityBytes"], GI) and 0 < volume["usedBytes"] < volume["capacityBytes"]
+    assert storage_status(cluster, namespace, name)["size"] == "1Gi"
+
+    for pod in pods:
+        fill_to(cluster, namespace, pod, 66)
+    written = insert_megabytes(cluster, namespace, f"{name}-0", 1, 40)  # the database itself crosses 70 %
+    assert written.returncode == 0, written.stderr
+    crossed = time.monotonic()
+    wait_for("grown to 1536Mi", lambda: claim_sizes(cluster, namespace, name) == ["1536Mi", "1536Mi"], timeout=120)
+    print(f"\nauto-grow: threshold crossed to claims grown in {time.monotonic() - crossed:.0f} s")
+    (event,) = wait_for("the growth's Event", lambda: normal_events(cluster, namespace, name, "StorageAutoGrow"))
+    assert "from 1Gi to 1536Mi" in event["message"] and "% full (threshold 70%)" in event["message"], event
+    database = get_json(cluster, "-n", namespace, "mydb", name)
+    assert database["spec"]["storage"] == "1Gi"
+    assert database["status"]["storage"]["size"] == "1536Mi"
+    assert database["status"]["storage"]["lastAutoGrowth"]["to"] == "1536Mi"
+    wait_for("both filesystems grown", lambda: all(
+        sized_as_claimed(data_filesystem_size(cluster, namespace, pod), 1536 * MI) for pod in pods), timeout=60)
+    assert {pod: pod_uid(cluster, namespace, pod) for pod in pods} == uids, "growing restarted pods"
+    wait_ready(cluster, namespace, name, timeout=120)
+
+    for pod in pods:  # past the threshold again: the limit holds
+        fill_to(cluster, namespace, pod, 75, name="more")
+    wait_for("the limit Warning", lambda: warning_events(cluster, namespace, name, "StorageAutoGrowLimitReached"),
+             timeout=90)
+    (warning,) = warning_events(cluster, namespace, name, "StorageAutoGrowLimitReached")
+    assert "storageAutoGrow.limit (1536Mi)" in warning["message"] and event_count([warning]) == 1
+    assert storage_status(cluster, namespace, name)["limitReached"] is True
+    assert claim_sizes(cluster, namespace, name) == ["1536Mi", "1536Mi"]
+    assert len(normal_events(cluster, namespace, name, "StorageAutoGrow")) == 1
+    assert sql(cluster, namespace, f"{name}-0", "select count(*) from filler") == str(40 * 1024)
+
+
+def test_a_full_volume_degrades_without_failover_and_growth_brings_it_back(cluster, real_operator, namespace):
+    """Rows inserted until PostgreSQL reports "No space left on device": Degraded/DiskFull naming the pods, one
+    Warning, no failover (the replica's volume is as full); once spec.storage grows, writes succeed again and
+    every committed row is there."""
+    name = "filling"
+    create_db(cluster, namespace, name, replicas=2, storage="1Gi")
+    wait_ready(cluster, namespace, name, timeout=300)
+    primary = f"{name}-0"
+    for pod in (primary, f"{name}-1"):
+        fill_to(cluster, namespace, pod, 90)
+    committed, failure = 0, None
+    for batch in range(40):
+        written = insert_megabytes(cluster, namespace, primary, committed * 1024 + 1, 8)
+        if written.returncode != 0:
+            failure = written.stderr
+            break
+        committed += 8
+    assert failure is not None and "No space left on device" in failure, failure
+    print(f"\nfull disk: {committed} MiB of rows committed before PostgreSQL ran out of space")
+
+    def degraded() -> dict | None:
+        conditions = {c["type"]: c for c in get_json(cluster, "-n", namespace, "mydb", name)
+                      .get("status", {}).get("conditions", [])}
+        found = conditions.get("Degraded", {})
+        return found if found.get("status") == "True" and found.get("reason") == "DiskFull" else None
+    condition = wait_for("Degraded: DiskFull", degraded, timeout=90)
+    assert primary in condition["message"] and "% used" in condition["message"], condition
+    assert len(warning_events(cluster, namespace, name, "DiskFull")) == 1
+    time.sleep(10)  # the primary stays the primary: nothing to gain from a replica as full
+    database = get_json(cluster, "-n", namespace, "mydb", name)
+    assert database["status"].get("primary") == primary, database["status"]
+    assert not warning_events(cluster, namespace, name, "FailoverStarted")
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"storage": "2Gi"}}')
+    wait_for("a write accepted again", lambda: insert_megabytes(
+        cluster, namespace, primary, committed * 1024 + 1, 8).returncode == 0, timeout=180, interval=5)
+    committed += 8
+    wait_ready(cluster, namespace, name, timeout=180)
+    assert sql(cluster, namespace, primary, "select count(*) from filler") == str(committed * 1024)
+    wait_for("Degraded cleared", lambda: degraded() is None, timeout=60)
