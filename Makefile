@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test check test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive bench-upgrade
+.PHONY: demo test check test-e2e lint venv tools scanners scan postgres node-packages cluster-up cluster-stop cluster-down chart-crd clean bench bench-real-node bench-failover bench-archive bench-upgrade bench-autogrow
 
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
@@ -66,6 +66,9 @@ bench-archive: venv tools $(VENV)/.bench-installed ## the continuous archive on 
 
 bench-upgrade: venv tools $(VENV)/.bench-installed ## a major upgrade (15 to 17) on the real node: how long writes stop and the whole takes (after make demo; docs/upgrading.md)
 	$(PY) -m bench.upgrade
+
+bench-autogrow: venv tools $(VENV)/.bench-installed ## storageAutoGrow on the real node: from a volume crossing its threshold to grown filesystems (after make demo; docs/benchmarks.md)
+	$(PY) -m bench.autogrow
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[bench]'

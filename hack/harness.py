@@ -144,6 +144,10 @@ def running_pid(name: str, pid_dir: Path = PID_DIR) -> int | None:
     return pid if ours else None
 
 
+# The components this process started: how one that ended ended (a silent death says it was a signal).
+STARTED: dict[str, subprocess.Popen[bytes]] = {}
+
+
 def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
     # The child has its own copy of the log's descriptor: ours closes once it is started.
     with open(LOG_DIR / f"{name}.log", "ab") as log_file:
@@ -156,7 +160,17 @@ def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None
             env=env,
         )
     pid_file(name).write_text(str(process.pid))
+    STARTED[name] = process
     log(f"started {name} (pid {process.pid}, log {LOG_DIR / (name + '.log')})")
+
+
+def how_it_ended(name: str) -> str:
+    """`exit status N` or `killed by SIGNAME` for a component this process started and that ended."""
+    process = STARTED.get(name)
+    code = process.poll() if process is not None else None
+    if code is None:
+        return "ended"
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
 
 
 def stop(name: str) -> None:
@@ -196,6 +210,7 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 120.0, pro
             log(f"{what} is ready")
             return
         if process and running_pid(process) is None:
-            raise SystemExit(f"{process} exited while starting; see {LOG_DIR / (process + '.log')}")
+            ended = how_it_ended(process)
+            raise SystemExit(f"{process} exited while starting ({ended}); see {LOG_DIR / (process + '.log')}")
         time.sleep(0.2)
     raise SystemExit(f"{what} not ready after {timeout:.0f}s; see the logs in {LOG_DIR}")

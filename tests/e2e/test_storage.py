@@ -12,6 +12,7 @@ import pytest
 
 from .conftest import wait_ready
 from .test_faults import event_count, warning_events
+from .test_metrics import scrape
 from .test_real_postgres import create_db, data_filesystem_size, pod_uid, sized_as_claimed, sql
 from .waiting import get_json, wait_for
 
@@ -62,7 +63,7 @@ def insert_megabytes(cluster, namespace: str, primary: str, first: int, megabyte
 
 
 def test_usage_in_status_and_auto_grow_before_postgresql_runs_out(cluster, real_operator, namespace):
-    """status.storage shows each pod's usage from its kubelet; past thresholdPercent every claim grows by the
+    """status.storage and the metrics show each pod's usage from its kubelet; past thresholdPercent every claim grows by the
     increment, online (same pods, `df` shows it), with an Event, and spec.storage stays as written; at the
     limit a Warning says it can grow no more. PostgreSQL never fails a write meanwhile."""
     name = "growing"
@@ -76,6 +77,11 @@ def test_usage_in_status_and_auto_grow_before_postgresql_runs_out(cluster, real_
     for volume in storage_status(cluster, namespace, name)["volumes"]:
         assert sized_as_claimed(volume["capacityBytes"], GI) and 0 < volume["usedBytes"] < volume["capacityBytes"]
     assert storage_status(cluster, namespace, name)["size"] == "1Gi"
+    metrics = scrape(real_operator.metrics_port)
+    for pod in pods:
+        labels = f'{{database="{name}",namespace="{namespace}",pod="{pod}"}}'
+        assert sized_as_claimed(int(metrics[f"mydb_volume_capacity_bytes{labels}"]), GI), metrics
+        assert 0 < metrics[f"mydb_volume_used_bytes{labels}"] < GI
 
     for pod in pods:
         fill_to(cluster, namespace, pod, 66)

@@ -112,3 +112,17 @@ def test_a_chart_before_the_archive_is_given_no_archive_values_and_a_moment_it_c
     bundled = value_keys(__import__("yaml").safe_load(open("charts/mydatabase/values.yaml")))
     assert {"backup.continuous", "restore.pointInTime"} <= bundled
     assert database_values("db", dumps_only, Platform(), chart_keys=bundled)["backup"]["continuous"] is False
+
+
+def test_a_dry_run_of_an_auto_grown_database_renders_the_size_its_claims_have():
+    """`kubectl get mydb -o yaml | render -f -`: under storageAutoGrow, status.storage.size (what the operator
+    applies) wins over a smaller spec.storage; without auto-grow, spec.storage is what is applied."""
+    from mydb_operator.commands.render import values_for
+
+    spec = {"replicas": 1, "version": "15.2", "storage": "1Gi", "storageAutoGrow": {"limit": "4Gi"}}
+    grown = {"metadata": {"name": "db"}, "spec": spec, "status": {"storage": {"size": "1536Mi"}}}
+    assert values_for(grown, Platform())["storage"]["size"] == "1536Mi"
+    fresh = {"metadata": {"name": "db"}, "spec": spec}
+    assert values_for(fresh, Platform())["storage"]["size"] == "1Gi"
+    plain = {**grown, "spec": {k: v for k, v in spec.items() if k != "storageAutoGrow"}}
+    assert values_for(plain, Platform())["storage"]["size"] == "1Gi"
