@@ -227,3 +227,11 @@ def test_without_auto_grow_the_usage_is_shown_and_nothing_grows():
     state = keep({**SPEC, "storageAutoGrow": None}, 950 * MI)
     assert state.spec is not None and state.spec.storage == "1Gi" and state.events == []
     assert state.full is not None and state.full_pods == {"db-0"}
+
+
+def test_close_to_the_threshold_or_full_the_database_is_looked_at_again_soon():
+    """Writes wake no pass: near the threshold (10 points) or full, the next pass comes when new figures may."""
+    assert keep(SPEC, 700 * MI).recheck == 15.0  # 72 %: within 10 points of 80
+    assert keep(SPEC, 500 * MI).recheck is None  # 52 %
+    assert keep({**SPEC, "storageAutoGrow": None}, 950 * MI).recheck == 15.0  # full: its recovery is told soon
+    assert keep({**SPEC, "storageAutoGrow": None}, 700 * MI).recheck is None

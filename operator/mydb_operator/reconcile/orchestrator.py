@@ -80,7 +80,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     if spec is not None:
         await reload_where_due(namespace, name, spec, certificates, topology.probes, outcome.observed.pods, runtime)
     outcome.events = volumes.events + topology.events + upgrade.events + certificates.events + outcome.events
-    rechecks = (topology.recheck, upgrade.recheck, certificates.recheck)
+    rechecks = (topology.recheck, upgrade.recheck, certificates.recheck, volumes.recheck)
     outcome.recheck = min((s for s in rechecks if s is not None), default=None)
     outcome.retry_soon = topology.failed
     on_demand, backup_events = await backup_on_demand(

@@ -27,6 +27,10 @@ Event = tuple[str, str, str]
 # again after UNAVAILABLE_SECONDS (kwok's simulated nodes have no kubelet to ask).
 SUMMARY_MAX_AGE_SECONDS = 15.0
 UNAVAILABLE_SECONDS = 300.0
+# A database whose fullest volume is within this many points of its auto-grow threshold, or full, is looked
+# at again as often as its figures change, not only every resync: writes wake no pass, and a volume fills
+# between two resyncs (docs/benchmarks.md, "Storage auto-grow").
+CLOSE_TO_THRESHOLD_PERCENT = 10
 
 
 class NodeSummaries:
@@ -75,10 +79,15 @@ class VolumeState:
     full: str | None = None  # status' words for the full volumes, if any
     status: dict[str, Any] = field(default_factory=dict)  # status.storage
     events: list[Event] = field(default_factory=list)
+    recheck: float | None = None  # seconds until the next pass should look again
 
     @property
     def full_pods(self) -> frozenset[str]:
         return frozenset(v.pod for v in self.usage if is_full(v))
+
+
+def close_to(threshold_percent: int, usage: list[VolumeUsage]) -> bool:
+    return any(v.used_percent >= threshold_percent - CLOSE_TO_THRESHOLD_PERCENT for v in usage)
 
 
 async def keep_volumes(
@@ -95,6 +104,8 @@ async def keep_volumes(
     usage = await volume_usage(namespace, name, pods, api, summaries)
     metrics.set_volumes((namespace, name), {v.pod: (v.used_bytes, v.capacity_bytes) for v in usage})
     state = VolumeState(spec, usage, full_volumes(usage))
+    if state.full or (spec and spec.auto_grow and close_to(spec.auto_grow.threshold_percent, usage)):
+        state.recheck = SUMMARY_MAX_AGE_SECONDS
     known: dict[str, Any] = previous.get("storage") or {}
     if spec is None:
         return state
