@@ -373,3 +373,20 @@ def test_a_replica_whose_data_volume_is_full_is_never_promoted():
     refused = choose_replica(dataclasses.replace(both, full=frozenset({"db-1", "db-2"})), exclude="db-0")
     assert isinstance(refused, Refusal)
     assert "db-1's data volume is full" in refused.why and "db-2's data volume is full" in refused.why
+
+
+def test_a_primary_down_with_a_full_volume_is_not_failed_over_and_is_restarted_once_it_grew():
+    """As CloudNativePG: a replica has the same data to write, and the primary has every commit. While its volume is
+    full, nothing moves; once the last status showed it full and the figures no longer do, it restarts in place
+    (recorded first, then its pod goes), so it skips the crash loop's back-off; no replica is recorded."""
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(minutes=5), terminated=True)
+    base = members([down, pod(1)], [replica_facts(1, 1000)])
+    held = plan(dataclasses.replace(base, full=frozenset({"db-0"})))
+    assert held.state == STUCK and held.actions == () and "data volume is full" in held.message
+    grown = plan(dataclasses.replace(base, was_full=frozenset({"db-0"})))
+    (record,) = grown.actions
+    assert isinstance(record, RecordPrimary) and record.record.reason == RESTART and record.record.primary == "db-0"
+    decided = dataclasses.replace(base, record=record.record)
+    (restart,) = plan(decided).actions
+    assert restart == Restart("db-0", "uid-0")
+    assert plan(dataclasses.replace(base, full=frozenset({"db-1"}))).state == STUCK  # the only replica is full

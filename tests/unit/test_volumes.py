@@ -7,15 +7,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from mydb_operator.model.observation import Observation
+from mydb_operator.model.pods import stopped_for_space
 from mydb_operator.model.spec import AutoGrow, parse_spec
 from mydb_operator.model.volumes import VolumeUsage, data_volumes, kubelet_endpoint
 from mydb_operator.policy.volumes import (
     LastGrowth,
     auto_growth,
     current_size,
+    full_in_status,
     full_volumes,
     grown_size,
     is_full,
+    out_of_space,
 )
 from mydb_operator.reconcile.volumes import NodeSummaries, keep_volumes
 from mydb_operator.status.phases import DEGRADED, assess
@@ -48,6 +52,8 @@ def test_only_the_databases_own_data_claims_are_read_from_a_summary():
                                  ("other", "scratch", 30, 100)), "ns", "db")
     assert found == [VolumeUsage("db-0", "data-db-0", 10, 100, 90)]
     assert data_volumes(summary("elsewhere", ("db-0", "data-db-0", 10, 100)), "ns", "db") == []
+    # another pod of the node mounting the claim too (RWO is per node) is not the database's pod
+    assert data_volumes(summary("ns", ("helper", "data-db-0", 10, 100)), "ns", "db") == []
     assert data_volumes({"pods": [{"podRef": {"name": "db-0", "namespace": "ns"}, "volume": [
         {"pvcRef": {"name": "data-db-0"}, "usedBytes": 1}]}]}, "ns", "db") == []  # not measured yet
 
@@ -199,8 +205,12 @@ def statefulset(size: str) -> dict:
 def keep(spec: dict, used: int, previous: dict | None = None, size: str = "1Gi"):
     api = FakeApi()
     api.summaries["n1"] = summary("ns", ("db-0", "data-db-0", used, 960 * MI))
-    return asyncio.run(keep_volumes("ns", "db", parse_spec(spec), previous or {}, statefulset(size),
-                                    pods_on("n1", "db-0"), api, NodeSummaries(), NOW))
+    observed = Observation(statefulset=statefulset(size), pods=pods_on("n1", "db-0"), claims=[claim("db-0", size)])
+    return asyncio.run(keep_volumes("ns", "db", parse_spec(spec), previous or {}, observed, api, NodeSummaries(), NOW))
+
+
+def claim(pod: str, capacity: str) -> dict:
+    return {"metadata": {"name": f"data-{pod}"}, "status": {"capacity": {"storage": capacity}}}
 
 
 SPEC = {"replicas": 1, "version": "15.2", "storage": "1Gi",
@@ -235,3 +245,31 @@ def test_close_to_the_threshold_or_full_the_database_is_looked_at_again_soon():
     assert keep(SPEC, 500 * MI).recheck is None  # 52 %
     assert keep({**SPEC, "storageAutoGrow": None}, 950 * MI).recheck == 15.0  # full: its recovery is told soon
     assert keep({**SPEC, "storageAutoGrow": None}, 700 * MI).recheck is None
+
+
+def crashed(name: str, message: str = "PANIC:  could not write to file \"pg_wal/xlogtemp.41\": No space left on device"):
+    return {"metadata": {"name": name}, "status": {"containerStatuses": [{
+        "name": "postgres", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1, "message": message}}}]}}
+
+
+def test_a_server_that_stopped_for_want_of_space_is_full_until_its_claim_grows():
+    """The kubelet has no figures for a pod that does not run: its last words say it."""
+    assert stopped_for_space(crashed("db-0"))
+    assert not stopped_for_space(crashed("db-0", "FATAL: something else"))
+    running = crashed("db-0")
+    running["status"]["containerStatuses"][0]["state"] = {"running": {}}
+    assert not stopped_for_space(running)  # back: what it said before is history
+    assert out_of_space(["db-0"], {"db-0": "1Gi"}, {}) == {"db-0": "1Gi"}
+    assert out_of_space(["db-0"], {"db-0": "1Gi"}, {"db-0": "1Gi"}) == {"db-0": "1Gi"}
+    assert out_of_space(["db-0"], {"db-0": "2Gi"}, {"db-0": "1Gi"}) == {}  # grown since: it may start now
+    told = full_volumes([], ["db-0"])
+    assert told is not None and "db-0: its server stopped: No space left on device" in told
+
+
+def test_the_full_pods_are_remembered_in_status_with_their_capacity():
+    state = keep({**SPEC, "storageAutoGrow": None}, 950 * MI)
+    assert state.status["full"] == [{"pod": "db-0", "capacity": "1Gi"}]
+    assert full_in_status(state.status) == {"db-0": "1Gi"}
+    again = keep({**SPEC, "storageAutoGrow": None}, 100 * MI, previous={"storage": state.status})
+    assert again.was_full == {"db-0"} and again.full_pods == frozenset() and "full" not in again.status

@@ -165,3 +165,18 @@ def _said(container: Object) -> str:
         if message and (words := last_words(message)):
             return f": {words}"
     return ""
+
+
+NO_SPACE = "No space left on device"
+
+
+def stopped_for_space(pod: Object) -> bool:
+    """Its server is down, and its last words were that its volume is full (the chart's containers end with
+    their last log lines as termination message): the kubelet has no figures for a pod that does not run."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") != names.POSTGRES_CONTAINER or "running" in (container.get("state") or {}):
+            continue
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            if NO_SPACE in ((state.get("terminated") or {}).get("message") or ""):
+                return True
+    return False

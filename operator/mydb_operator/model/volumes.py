@@ -48,7 +48,14 @@ def data_volumes(summary: dict[str, Any], namespace: str, release: str) -> list[
         for volume in pod.get("volume") or []:
             claim = (volume.get("pvcRef") or {}).get("name") or ""
             figures = [volume.get(key) for key in ("usedBytes", "capacityBytes", "availableBytes")]
-            if claim.startswith(prefix) and claim[len(prefix) :].isdigit() and all(isinstance(f, int) for f in figures):
+            # Its own pod's: another pod on the node may mount the claim too (RWO is per node).
+            own = claim == f"{names.DATA_CLAIM_TEMPLATE}-{ref.get('name')}"
+            if (
+                own
+                and claim.startswith(prefix)
+                and claim[len(prefix) :].isdigit()
+                and all(isinstance(f, int) for f in figures)
+            ):
                 found.append(VolumeUsage(str(ref.get("name") or ""), claim, *figures))
     return sorted(found, key=lambda usage: usage.claim)
 

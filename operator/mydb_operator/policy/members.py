@@ -38,6 +38,7 @@ class Members:
     down_since: datetime | None = None  # when the database left Ready, for a primary whose pod is missing
     reference_lsn: int | None = None  # the primary's last known WAL position (lag of the candidates)
     full: frozenset[str] = frozenset()  # pods whose data volume is full (policy/volumes.is_full)
+    was_full: frozenset[str] = frozenset()  # pods whose data volume the last status showed full
 
     @property
     def primary(self) -> str:

@@ -41,8 +41,10 @@ from .actions import (
     Promote,
     RecordPrimary,
     Repoint,
+    Restart,
 )
 from .candidates import Refusal, choose_replica
+from .maintenance import restart_in_place
 from .members import (
     Members,
     Object,
@@ -125,9 +127,23 @@ def primary_down(members: Members) -> Plan:
     why = why_not_serving(pod, target)
     if not members.served:
         return Plan((), STARTING, f"waiting for the primary {target} to serve: {why}")
+    if target in members.full:
+        # CloudNativePG's rule too: a replica has the same data to write, and the primary serves again,
+        # with nothing lost, once its volume grows.
+        message = f"the primary {why}, and its data volume is full: it serves again once the volume grows"
+        return Plan((), STUCK, message, RECHECK_SECONDS * 5)
+    if target in members.was_full and pod is not None and not deleting(pod):
+        # Its volume just grew: a restart now spares it the crash loop's back-off (up to 5 minutes).
+        message = f"the primary {target}'s data volume grew: restarting it in place"
+        return Plan((restart_in_place(members, pod),), STARTING, message, RECHECK_SECONDS * 2)
     record = members.record
     decided = parse_time(record.decided_at) if record is not None and record.reason == RESTART else None
     if decided is not None and (members.now - decided).total_seconds() < RESTART_GRACE_SECONDS:
+        assert record is not None
+        if pod is not None and not deleting(pod) and not made_after(pod, record.decided_at):
+            # Recorded, not carried out yet: the pod made before the decision goes (the StatefulSet makes it again).
+            restart = Restart(target, uid_of(pod))
+            return Plan((restart,), STARTING, f"the primary {target} restarts", RECHECK_SECONDS * 2)
         return Plan((), STARTING, f"the primary {target} restarts onto the current pod template", RECHECK_SECONDS * 2)
     starting = starting_since(pod)
     if starting is not None and (members.now - starting).total_seconds() < STARTUP_GRACE_SECONDS:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from ..model.quantity import parse_quantity
 from ..model.spec import PERCENT_INCREMENT, AutoGrow
@@ -22,15 +23,38 @@ def is_full(usage: VolumeUsage) -> bool:
     return usage.available_bytes < max(FULL_BELOW_BYTES, usage.capacity_bytes * FULL_SHARE_PERCENT // 100)
 
 
-def full_volumes(volumes: Sequence[VolumeUsage]) -> str | None:
-    """What status says of the full data volumes, naming each pod and its usage; None when none is full."""
+def full_in_status(storage: Mapping[str, Any]) -> dict[str, str]:
+    """status.storage.full: pod -> its claim's capacity when it was found full."""
+    return {str(e.get("pod")): str(e.get("capacity")) for e in storage.get("full") or [] if e.get("capacity")}
+
+
+def out_of_space(stopped: Iterable[str], capacities: Mapping[str, str], known: Mapping[str, str]) -> dict[str, str]:
+    """Of the pods whose server stopped for want of space, those whose claim has not grown since they were
+    found so (the kubelet has no figures for a pod that does not run): pod -> that capacity."""
+    found = {}
+    for pod in stopped:
+        capacity = capacities.get(pod)
+        if capacity is None:
+            continue
+        then = known.get(pod, capacity)
+        if parse_quantity(capacity) <= parse_quantity(then):
+            found[pod] = then
+    return found
+
+
+def full_volumes(volumes: Sequence[VolumeUsage], stopped: Iterable[str] = ()) -> str | None:
+    """What status says of the full data volumes, naming each pod and its usage, or that its server stopped
+    for want of space; None when none is full."""
     full = [v for v in volumes if is_full(v)]
-    if not full:
+    measured = {v.pod for v in volumes}
+    told = [f"{pod}: its server stopped: No space left on device" for pod in sorted(stopped) if pod not in measured]
+    if not full and not told:
         return None
-    told = "; ".join(
+    told = told + [
         f"{v.pod}: {v.used_percent}% used, {mib(v.available_bytes)} left of {mib(v.capacity_bytes)}" for v in full
-    )
-    return f"data volume full ({told}): writes fail until the storage grows (spec.storage or storageAutoGrow)"
+    ]
+    listed = "; ".join(sorted(told))
+    return f"data volume full ({listed}): writes fail until the storage grows (spec.storage or storageAutoGrow)"
 
 
 def mib(size: int) -> str:

@@ -39,15 +39,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     except SpecError as error:
         problem = Problem("InvalidSpec", str(error))
     volumes = await keep_volumes(
-        namespace,
-        name,
-        spec,
-        previous,
-        observed.statefulset,
-        observed.pods,
-        runtime.api,
-        runtime.summaries,
-        datetime.now(UTC),
+        namespace, name, spec, previous, observed, runtime.api, runtime.summaries, datetime.now(UTC)
     )
     spec = volumes.spec  # its storage as storageAutoGrow grew it
     # The primary first: a failover must not wait behind a Helm run.
@@ -55,7 +47,16 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     # While a major upgrade stops the pods, nothing fails over: they stop on purpose.
     still = upgrade_under_way(previous)
     topology = await keep_primary(
-        namespace, name, spec, annotations, previous, observed, runtime, still=still, full=volumes.full_pods
+        namespace,
+        name,
+        spec,
+        annotations,
+        previous,
+        observed,
+        runtime,
+        still=still,
+        full=volumes.full_pods,
+        was_full=volumes.was_full,
     )
     uid = meta.get("uid", "")
     upgrade = await keep_upgrade(namespace, name, spec, annotations, previous, observed, topology, runtime, uid)

@@ -177,9 +177,11 @@ async def keep_primary(
     *,
     still: bool = False,
     full: frozenset[str] = frozenset(),
+    was_full: frozenset[str] = frozenset(),
 ) -> Topology:
     """Ask, decide, act, look again: at most ROUNDS times in one pass. STILL: ask only (the pods stop on
-    purpose: a major upgrade). FULL: the pods whose data volume is full, never promoted."""
+    purpose: a major upgrade). FULL: the pods whose data volume is full, never promoted (nor failed over
+    from); WAS_FULL: those the last status showed full (a primary down among them is restarted)."""
     step = Pass(namespace, name, spec, runtime)
     step.pods = list(observed.pods)
     step.report.record = parse_record(observed.record)
@@ -203,6 +205,7 @@ async def keep_primary(
             down_since=left_ready_at(previous),
             reference_lsn=last_known_lsn(previous, recorded_primary(name, step.report.record)),
             full=full,
+            was_full=was_full,
         )
         decided = plan(members)
         if decided.state == SERVING and not decided.actions:

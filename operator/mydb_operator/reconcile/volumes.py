@@ -12,13 +12,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .. import names
 from ..cluster.api import ApiPort
 from ..cluster.failures import API_FAILURES, failure_detail
+from ..model.observation import Observation, name_of
+from ..model.pods import stopped_for_space
 from ..model.spec import DatabaseSpec
 from ..model.statefulset import claim_template_size
 from ..model.timestamps import parse_time, rfc3339
 from ..model.volumes import VolumeUsage, data_volumes
-from ..policy.volumes import LastGrowth, auto_growth, current_size, full_volumes, is_full
+from ..policy.volumes import (
+    LastGrowth,
+    auto_growth,
+    current_size,
+    full_in_status,
+    full_volumes,
+    is_full,
+    out_of_space,
+)
 from ..telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -81,9 +92,19 @@ class VolumeState:
     events: list[Event] = field(default_factory=list)
     recheck: float | None = None  # seconds until the next pass should look again
 
-    @property
-    def full_pods(self) -> frozenset[str]:
-        return frozenset(v.pod for v in self.usage if is_full(v))
+    full_pods: frozenset[str] = frozenset()  # by the kubelet's figures, or their server stopped for space
+    was_full: frozenset[str] = frozenset()  # the pods the last status showed full
+
+
+def claim_capacities(release: str, claims: list[dict[str, Any]]) -> dict[str, str]:
+    """Pod -> its data claim's capacity (the claim data-<pod>), for the claims bound so far."""
+    prefix = f"{names.DATA_CLAIM_TEMPLATE}-"
+    found = {}
+    for claim in claims:
+        capacity = ((claim.get("status") or {}).get("capacity") or {}).get("storage")
+        if capacity and name_of(claim).startswith(prefix + release):
+            found[name_of(claim).removeprefix(prefix)] = str(capacity)
+    return found
 
 
 def close_to(threshold_percent: int, usage: list[VolumeUsage]) -> bool:
@@ -95,22 +116,34 @@ async def keep_volumes(
     name: str,
     spec: DatabaseSpec | None,
     previous: dict[str, Any],
-    statefulset: dict[str, Any] | None,
-    pods: list[dict[str, Any]],
+    observed: Observation,
     api: ApiPort,
     summaries: NodeSummaries,
     now: datetime,
 ) -> VolumeState:
-    usage = await volume_usage(namespace, name, pods, api, summaries)
+    usage = await volume_usage(namespace, name, observed.pods, api, summaries)
     metrics.set_volumes((namespace, name), {v.pod: (v.used_bytes, v.capacity_bytes) for v in usage})
-    state = VolumeState(spec, usage, full_volumes(usage))
+    known: dict[str, Any] = previous.get("storage") or {}
+    recorded = full_in_status(known)
+    capacities = claim_capacities(name, observed.claims)
+    stopped = out_of_space([name_of(p) for p in observed.pods if stopped_for_space(p)], capacities, recorded)
+    measured_full = {v.pod: capacities.get(v.pod, "") for v in usage if is_full(v)}
+    full = {**measured_full, **stopped}
+    state = VolumeState(
+        spec,
+        usage,
+        full_volumes(usage, stopped),
+        full_pods=frozenset(full),
+        was_full=frozenset(recorded),
+    )
     if state.full or (spec and spec.auto_grow and close_to(spec.auto_grow.threshold_percent, usage)):
         state.recheck = SUMMARY_MAX_AGE_SECONDS
-    known: dict[str, Any] = previous.get("storage") or {}
     if spec is None:
         return state
-    size = current_size(spec.storage, claim_template_size(statefulset), spec.auto_grow)
+    size = current_size(spec.storage, claim_template_size(observed.statefulset), spec.auto_grow)
     status: dict[str, Any] = {"size": size, "volumes": [v.as_status() for v in usage]}
+    if full:
+        status["full"] = [{"pod": pod, "capacity": capacity} for pod, capacity in sorted(full.items()) if capacity]
     last = known.get("lastAutoGrowth")
     if spec.auto_grow is not None:
         if last:
