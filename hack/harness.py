@@ -164,6 +164,16 @@ def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None
     log(f"started {name} (pid {process.pid}, log {LOG_DIR / (name + '.log')})")
 
 
+def alive(name: str) -> bool:
+    """Whether component NAME runs. One this process started is asked directly: just after exec its
+    /proc/PID/cmdline can still be empty (the parent is released before the kernel sets the arguments),
+    which running_pid would take for a reused pid."""
+    process = STARTED.get(name)
+    if process is not None:
+        return process.poll() is None
+    return running_pid(name) is not None
+
+
 def how_it_ended(name: str) -> str:
     """`exit status N` or `killed by SIGNAME` for a component this process started and that ended."""
     process = STARTED.get(name)
@@ -209,7 +219,7 @@ def wait_until(what: str, check: Callable[[], bool], timeout: float = 120.0, pro
         if check():
             log(f"{what} is ready")
             return
-        if process and running_pid(process) is None:
+        if process and not alive(process):
             ended = how_it_ended(process)
             raise SystemExit(f"{process} exited while starting ({ended}); see {LOG_DIR / (process + '.log')}")
         time.sleep(0.2)
