@@ -115,3 +115,17 @@ def test_warnings_fire_once_per_new_problem():
     blocked = {"conditions": [cond("Resizing", "False", "ExpansionNotSupported", "no")]}
     assert warnings_for(healthy, blocked) == [("Warning", "ExpansionNotSupported", "no")]
     assert warnings_for(blocked, blocked) == []
+
+
+def test_a_full_volume_warns_when_other_pods_fill_not_when_its_figures_move():
+    """CI saw 8 DiskFull Warnings for one episode: each top-up changed the message's figures."""
+    def full(pods, words):
+        return {"conditions": [cond("Degraded", "True", "DiskFull", f"data volume full ({words})")],
+                "storage": {"full": [{"pod": pod, "capacity": "1Gi"} for pod in pods]}}
+    healthy = {"conditions": [cond("Degraded", "False", "Healthy", "no failures")]}
+    replica = full(["db-1"], "db-1: 98% used")
+    assert warnings_for(healthy, replica) == [("Warning", "DiskFull", "data volume full (db-1: 98% used)")]
+    assert warnings_for(replica, full(["db-1"], "db-1: 99% used")) == []
+    both = full(["db-0", "db-1"], "db-0: its server stopped; db-1: 99% used")
+    assert [w[1] for w in warnings_for(replica, both)] == ["DiskFull"]
+    assert warnings_for(both, full(["db-0", "db-1"], "db-0: 99% used; db-1: 99% used")) == []

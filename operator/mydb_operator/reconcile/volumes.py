@@ -21,6 +21,7 @@ from ..model.spec import DatabaseSpec
 from ..model.statefulset import claim_template_size
 from ..model.timestamps import parse_time, rfc3339
 from ..model.volumes import VolumeUsage, data_volumes
+from ..policy.backoff import Backoff
 from ..policy.volumes import (
     LastGrowth,
     auto_growth,
@@ -34,14 +35,32 @@ from ..telemetry import metrics
 
 log = logging.getLogger(__name__)
 Event = tuple[str, str, str]
-# A node's summary serves every database on it for this long; a node whose kubelet gave none is asked
-# again after UNAVAILABLE_SECONDS (kwok's simulated nodes have no kubelet to ask).
+# A node's summary serves every database on it for this long. A kubelet that gave none is asked again after
+# a back-off from that long to UNAVAILABLE_SECONDS: a busy one (its summary took over 10 s under CI's load)
+# soon, a node with no kubelet to ask (kwok's simulated ones) rarely; figures younger than FIGURES_KEPT_SECONDS
+# stand meanwhile, so a busy kubelet does not blank status.storage.
 SUMMARY_MAX_AGE_SECONDS = 15.0
 UNAVAILABLE_SECONDS = 300.0
+FIGURES_KEPT_SECONDS = 120.0
 # A database whose fullest volume is within this many points of its auto-grow threshold, or full, is looked
 # at again as often as its figures change, not only every resync: writes wake no pass, and a volume fills
 # between two resyncs (docs/benchmarks.md, "Storage auto-grow").
 CLOSE_TO_THRESHOLD_PERCENT = 10
+
+
+def kubelet_backoff() -> Backoff:
+    return Backoff(first=SUMMARY_MAX_AGE_SECONDS, ceiling=UNAVAILABLE_SECONDS)
+
+
+@dataclass
+class NodeRead:
+    """The last ask of one node's kubelet."""
+
+    at: float
+    serves: float  # seconds until it is asked again
+    summary: dict[str, Any] | None  # what the figures are meanwhile
+    figures_at: float | None  # when that summary was read
+    backoff: Backoff = field(default_factory=kubelet_backoff)
 
 
 class NodeSummaries:
@@ -50,22 +69,34 @@ class NodeSummaries:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._known: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._known: dict[str, NodeRead] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def summary(self, api: ApiPort, node: str) -> dict[str, Any] | None:
         async with self._locks.setdefault(node, asyncio.Lock()):
-            read_at, known = self._known.get(node, (None, None))
-            age = SUMMARY_MAX_AGE_SECONDS if known is not None else UNAVAILABLE_SECONDS
-            if read_at is not None and self._clock() - read_at < age:
-                return known
+            last, now = self._known.get(node), self._clock()
+            if last is not None and now - last.at < last.serves:
+                return last.summary
+            read = last or NodeRead(now, 0.0, None, None)
+            read.at = now
             try:
-                found = await api.stats_summary(node)
+                read.summary = await api.stats_summary(node)
             except (*API_FAILURES, ValueError) as error:
-                log.info("node %s: no volume figures from its kubelet: %s", node, failure_detail(error))
-                found = None
-            self._known[node] = (self._clock(), found)
-            return found
+                read.serves = read.backoff.failed()
+                log.info(
+                    "node %s: no volume figures from its kubelet (asked again in %.0f s): %s",
+                    node,
+                    read.serves,
+                    failure_detail(error),
+                )
+                if read.figures_at is None or now - read.figures_at > FIGURES_KEPT_SECONDS:
+                    read.summary = None
+            else:
+                read.backoff.succeeded()
+                read.figures_at = now if read.summary is not None else None
+                read.serves = SUMMARY_MAX_AGE_SECONDS if read.summary is not None else UNAVAILABLE_SECONDS
+            self._known[node] = read
+            return read.summary
 
 
 async def volume_usage(

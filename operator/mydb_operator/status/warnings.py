@@ -8,6 +8,9 @@ Event = tuple[str, str, str]  # (type, reason, message)
 ALARMS = {("Degraded", "True"), ("BackupHealthy", "False")}  # condition states worth a Warning
 # Told by an Event of their own when they start (FailoverStarted, SwitchoverStarted): no second Warning.
 TOLD_ELSEWHERE = {"FailingOver", "SwitchingOver"}
+# A full volume's message carries its figures, which move while the same volumes stay full: its problem is
+# which pods are full (status.storage.full), not the words.
+BY_FULL_PODS = "DiskFull"
 
 
 def warnings_for(previous: dict[str, Any], status: dict[str, Any]) -> list[Event]:
@@ -18,6 +21,14 @@ def warnings_for(previous: dict[str, Any], status: dict[str, Any]) -> list[Event
         alarming = (new["type"], new["status"]) in ALARMS or new["reason"] == "ExpansionNotSupported"
         alarming = alarming and new["reason"] not in TOLD_ELSEWHERE
         old = before.get(new["type"], {})
-        if alarming and (old.get("reason"), old.get("message")) != (new["reason"], new["message"]):
+        if alarming and problem(old, previous) != problem(new, status):
             warnings.append(("Warning", new["reason"], new["message"]))
     return warnings
+
+
+def problem(condition: dict[str, Any], status: dict[str, Any]) -> tuple[Any, ...]:
+    """What a condition is about: its reason and words, or for a full volume the pods that are full."""
+    if condition.get("reason") == BY_FULL_PODS:
+        full = (status.get("storage") or {}).get("full") or []
+        return BY_FULL_PODS, frozenset(entry["pod"] for entry in full)
+    return condition.get("reason"), condition.get("message")
