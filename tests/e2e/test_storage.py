@@ -180,7 +180,9 @@ def test_a_full_volume_degrades_without_failover_and_growth_brings_it_back(clust
     said = condition["message"]
     assert primary in said and ("% used" in said or "No space left on device" in said), condition
     # One Warning per change of what is full (a pod's figures, then its server's last words), not per pass.
-    assert 1 <= len(warning_events(cluster, namespace, name, "DiskFull")) <= 3
+    told = [(w.get("lastTimestamp"), w.get("count"), w["message"])
+            for w in warning_events(cluster, namespace, name, "DiskFull")]
+    assert 1 <= len(told) <= 3, "\n".join(map(str, told))
     time.sleep(10)  # the primary stays the primary: nothing to gain from a replica as full
     database = get_json(cluster, "-n", namespace, "mydb", name)
     assert database["status"].get("primary") == primary, database["status"]

@@ -294,8 +294,34 @@ def test_a_server_that_stopped_for_want_of_space_is_full_until_its_claim_grows()
     assert out_of_space(["db-0"], {"db-0": "1Gi"}, {}) == {"db-0": "1Gi"}
     assert out_of_space(["db-0"], {"db-0": "1Gi"}, {"db-0": "1Gi"}) == {"db-0": "1Gi"}
     assert out_of_space(["db-0"], {"db-0": "2Gi"}, {"db-0": "1Gi"}) == {}  # grown since: it may start now
-    told = full_volumes([], ["db-0"])
+    told = full_volumes([], ["db-0"], stopped=["db-0"])
     assert told is not None and "db-0: its server stopped: No space left on device" in told
+    told = full_volumes([], ["db-0"])  # found full, no figures since, its server not (or no longer) stopped
+    assert told is not None and "db-0: full when last measured" in told
+
+
+def test_a_volume_found_full_stays_full_until_twice_the_margin_is_free():
+    """A crashed server frees old WAL as it recovers; a database still writing takes it back at once."""
+    recovering = VolumeUsage("p", "c", 960 * MI - 40 * MI, 960 * MI, 40 * MI)
+    assert not is_full(recovering) and is_full(recovering, was_full=True)
+    assert not is_full(VolumeUsage("p", "c", 960 * MI - 65 * MI, 960 * MI, 65 * MI), was_full=True)
+    told = full_volumes([usage("db-0", 920 * MI)], known=["db-0"])
+    assert told is not None and "db-0: 95% used" in told
+
+
+def test_a_pod_found_full_and_not_measured_since_stays_full_until_its_claim_grows():
+    """A crash-looping server runs a moment now and then: neither stopped nor measured, it stayed full."""
+    state = keep({**SPEC, "storageAutoGrow": None}, 950 * MI)
+    api = FakeApi()  # no figures at all this pass
+    observed = Observation(pods=pods_on("n1", "db-0"), statefulset=statefulset("1Gi"),
+                           claims=[claim("db-0", "1Gi")])
+    again = asyncio.run(keep_volumes("ns", "db", parse_spec(SPEC), {"storage": state.status}, observed, api,
+                                     NodeSummaries(), NOW))
+    assert again.full_pods == {"db-0"} and again.full is not None and "db-0: full when last measured" in again.full
+    grown = Observation(pods=observed.pods, statefulset=statefulset("2Gi"), claims=[claim("db-0", "2Gi")])
+    after = asyncio.run(keep_volumes("ns", "db", parse_spec(SPEC), {"storage": state.status}, grown, api,
+                                     NodeSummaries(), NOW))
+    assert after.full_pods == frozenset() and after.full is None
 
 
 def test_the_full_pods_are_remembered_in_status_with_their_capacity():

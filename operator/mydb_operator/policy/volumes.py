@@ -19,8 +19,11 @@ FULL_BELOW_BYTES = 32 * MI
 FULL_SHARE_PERCENT = 2
 
 
-def is_full(usage: VolumeUsage) -> bool:
-    return usage.available_bytes < max(FULL_BELOW_BYTES, usage.capacity_bytes * FULL_SHARE_PERCENT // 100)
+def is_full(usage: VolumeUsage, was_full: bool = False) -> bool:
+    """Less than the margin left; a volume found full stays so until twice the margin is free again (a
+    crashed server frees old WAL as it recovers, which a database still writing takes back at once)."""
+    margin = max(FULL_BELOW_BYTES, usage.capacity_bytes * FULL_SHARE_PERCENT // 100)
+    return usage.available_bytes < (2 * margin if was_full else margin)
 
 
 def full_in_status(storage: Mapping[str, Any]) -> dict[str, str]:
@@ -28,11 +31,12 @@ def full_in_status(storage: Mapping[str, Any]) -> dict[str, str]:
     return {str(e.get("pod")): str(e.get("capacity")) for e in storage.get("full") or [] if e.get("capacity")}
 
 
-def out_of_space(stopped: Iterable[str], capacities: Mapping[str, str], known: Mapping[str, str]) -> dict[str, str]:
-    """Of the pods whose server stopped for want of space, those whose claim has not grown since they were
-    found so (the kubelet has no figures for a pod that does not run): pod -> that capacity."""
+def out_of_space(pods: Iterable[str], capacities: Mapping[str, str], known: Mapping[str, str]) -> dict[str, str]:
+    """Of the pods whose server stopped for want of space, or found full and not measured since (the kubelet
+    has no figures for a pod that does not run), those whose claim has not grown since they were found so:
+    pod -> that capacity."""
     found = {}
-    for pod in stopped:
+    for pod in pods:
         capacity = capacities.get(pod)
         if capacity is None:
             continue
@@ -42,12 +46,24 @@ def out_of_space(stopped: Iterable[str], capacities: Mapping[str, str], known: M
     return found
 
 
-def full_volumes(volumes: Sequence[VolumeUsage], stopped: Iterable[str] = ()) -> str | None:
-    """What status says of the full data volumes, naming each pod and its usage, or that its server stopped
-    for want of space; None when none is full."""
-    full = [v for v in volumes if is_full(v)]
+def full_volumes(
+    volumes: Sequence[VolumeUsage],
+    unseen: Iterable[str] = (),
+    stopped: Iterable[str] = (),
+    known: Iterable[str] = (),
+) -> str | None:
+    """What status says of the full data volumes, naming each pod and its usage, or (with no figures) that
+    its server stopped for want of space or was full when last measured; None when none is full. UNSEEN:
+    out_of_space's pods; KNOWN: the pods found full before."""
+    found_before, stopped_servers = set(known), set(stopped)
+    full = [v for v in volumes if is_full(v, v.pod in found_before)]
     measured = {v.pod for v in volumes}
-    told = [f"{pod}: its server stopped: No space left on device" for pod in sorted(stopped) if pod not in measured]
+    told = [
+        f"{pod}: "
+        + ("its server stopped: No space left on device" if pod in stopped_servers else "full when last measured")
+        for pod in sorted(unseen)
+        if pod not in measured
+    ]
     if not full and not told:
         return None
     told = told + [

@@ -157,13 +157,16 @@ async def keep_volumes(
     known: dict[str, Any] = previous.get("storage") or {}
     recorded = full_in_status(known)
     capacities = claim_capacities(name, observed.claims)
-    stopped = out_of_space([name_of(p) for p in observed.pods if stopped_for_space(p)], capacities, recorded)
-    measured_full = {v.pod: capacities.get(v.pod, "") for v in usage if is_full(v)}
-    full = {**measured_full, **stopped}
+    stopped = {name_of(p) for p in observed.pods if stopped_for_space(p)}
+    # A pod found full and not measured since (a server that crash-loops runs a moment now and then) stays
+    # full until its claim grows: otherwise it would come and go, with a Warning each time it came back.
+    unseen = out_of_space(sorted(stopped | (recorded.keys() - {v.pod for v in usage})), capacities, recorded)
+    measured_full = {v.pod: capacities.get(v.pod, "") for v in usage if is_full(v, v.pod in recorded)}
+    full = {**measured_full, **unseen}
     state = VolumeState(
         spec,
         usage,
-        full_volumes(usage, stopped),
+        full_volumes(usage, unseen, stopped, recorded),
         full_pods=frozenset(full),
         was_full=frozenset(recorded),
     )
