@@ -34,12 +34,13 @@ def usage(pod: str = "db-0", used: int = 500 * MI, capacity: int = 960 * MI) -> 
     return VolumeUsage(pod, f"data-{pod}", used, capacity, capacity - used)
 
 
-def summary(namespace: str, *volumes: tuple[str, str, int, int]) -> dict:
-    """A kubelet summary: (pod, claim, used, capacity) per volume, each pod with a projected token too."""
+def summary(namespace: str, *volumes: tuple[str, str, int, int], at: str = "2026-12-04T12:00:05Z") -> dict:
+    """A kubelet summary: (pod, claim, used, capacity) per volume measured AT (5 s after NOW by default), each
+    pod with a projected token too."""
     return {"node": {"nodeName": "n"}, "pods": [
         {"podRef": {"name": pod, "namespace": namespace, "uid": pod},
          "volume": [{"name": "data", "pvcRef": {"name": claim, "namespace": namespace}, "usedBytes": used,
-                     "capacityBytes": capacity, "availableBytes": capacity - used},
+                     "capacityBytes": capacity, "availableBytes": capacity - used, "time": at},
                     {"name": "kube-api-access", "usedBytes": 1, "capacityBytes": 9, "availableBytes": 8}]}
         for pod, claim, used, capacity in volumes]}
 
@@ -50,7 +51,7 @@ def summary(namespace: str, *volumes: tuple[str, str, int, int]) -> dict:
 def test_only_the_databases_own_data_claims_are_read_from_a_summary():
     found = data_volumes(summary("ns", ("db-0", "data-db-0", 10, 100), ("db-x-0", "data-db-x-0", 20, 100),
                                  ("other", "scratch", 30, 100)), "ns", "db")
-    assert found == [VolumeUsage("db-0", "data-db-0", 10, 100, 90)]
+    assert found == [VolumeUsage("db-0", "data-db-0", 10, 100, 90, NOW + timedelta(seconds=5))]
     assert data_volumes(summary("elsewhere", ("db-0", "data-db-0", 10, 100)), "ns", "db") == []
     # another pod of the node mounting the claim too (RWO is per node) is not the database's pod
     assert data_volumes(summary("ns", ("helper", "data-db-0", 10, 100)), "ns", "db") == []
@@ -233,9 +234,9 @@ def statefulset(size: str) -> dict:
                                                "spec": {"resources": {"requests": {"storage": size}}}}]}}
 
 
-def keep(spec: dict, used: int, previous: dict | None = None, size: str = "1Gi"):
+def keep(spec: dict, used: int, previous: dict | None = None, size: str = "1Gi", at: str = "2026-12-04T12:00:05Z"):
     api = FakeApi()
-    api.summaries["n1"] = summary("ns", ("db-0", "data-db-0", used, 960 * MI))
+    api.summaries["n1"] = summary("ns", ("db-0", "data-db-0", used, 960 * MI), at=at)
     observed = Observation(statefulset=statefulset(size), pods=pods_on("n1", "db-0"), claims=[claim("db-0", size)])
     return asyncio.run(keep_volumes("ns", "db", parse_spec(spec), previous or {}, observed, api, NodeSummaries(), NOW))
 
@@ -326,7 +327,26 @@ def test_a_pod_found_full_and_not_measured_since_stays_full_until_its_claim_grow
 
 def test_the_full_pods_are_remembered_in_status_with_their_capacity():
     state = keep({**SPEC, "storageAutoGrow": None}, 950 * MI)
-    assert state.status["full"] == [{"pod": "db-0", "capacity": "1Gi"}]
+    assert state.status["full"] == [{"pod": "db-0", "capacity": "1Gi", "since": "2026-12-04T12:00:00Z"}]
     assert full_in_status(state.status) == {"db-0": "1Gi"}
     again = keep({**SPEC, "storageAutoGrow": None}, 100 * MI, previous={"storage": state.status})
     assert again.was_full == {"db-0"} and again.full_pods == frozenset() and "full" not in again.status
+
+
+def test_figures_older_than_the_finding_do_not_clear_a_full_volume():
+    """CI: a crash-looping primary stopped for want of space while its summary, 25 s old, still said 4 %."""
+    found = keep({**SPEC, "storageAutoGrow": None}, 950 * MI)
+    stale = keep({**SPEC, "storageAutoGrow": None}, 40 * MI, previous={"storage": found.status},
+                 at="2026-12-04T11:59:40Z")
+    assert stale.full_pods == {"db-0"} and stale.full is not None and "db-0: full when last measured" in stale.full
+    assert stale.status["full"][0]["since"] == "2026-12-04T12:00:00Z"  # kept from the finding
+
+
+def test_a_server_stopped_for_space_is_told_whatever_its_figures_say():
+    api = FakeApi()
+    api.summaries["n1"] = summary("ns", ("db-0", "data-db-0", 40 * MI, 960 * MI))
+    observed = Observation(pods=[{**crashed("db-0"), "spec": {"nodeName": "n1"}}], statefulset=statefulset("1Gi"),
+                           claims=[claim("db-0", "1Gi")])
+    state = asyncio.run(keep_volumes("ns", "db", parse_spec(SPEC), {}, observed, api, NodeSummaries(), NOW))
+    assert state.full_pods == {"db-0"}
+    assert state.full is not None and "db-0: its server stopped: No space left on device" in state.full

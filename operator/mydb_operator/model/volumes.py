@@ -6,9 +6,11 @@ figures): capacity, used and available bytes of the filesystem the pod mounts.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from .. import names
+from .timestamps import parse_time
 
 MI = 2**20
 
@@ -20,6 +22,7 @@ class VolumeUsage:
     used_bytes: int
     capacity_bytes: int
     available_bytes: int
+    measured_at: datetime | None = None  # when the kubelet took these figures (its summary may be older than the pass)
 
     @property
     def used_percent(self) -> int:
@@ -56,7 +59,9 @@ def data_volumes(summary: dict[str, Any], namespace: str, release: str) -> list[
                 and claim[len(prefix) :].isdigit()
                 and all(isinstance(f, int) for f in figures)
             ):
-                found.append(VolumeUsage(str(ref.get("name") or ""), claim, *figures))
+                used, capacity, available = figures
+                pod_name, measured_at = str(ref.get("name") or ""), parse_time(volume.get("time"))
+                found.append(VolumeUsage(pod_name, claim, used, capacity, available, measured_at))
     return sorted(found, key=lambda usage: usage.claim)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..model.quantity import parse_quantity
 from ..model.spec import PERCENT_INCREMENT, AutoGrow
+from ..model.timestamps import parse_time
 from ..model.volumes import VolumeUsage
 
 MI, GI = 2**20, 2**30
@@ -31,10 +32,24 @@ def full_in_status(storage: Mapping[str, Any]) -> dict[str, str]:
     return {str(e.get("pod")): str(e.get("capacity")) for e in storage.get("full") or [] if e.get("capacity")}
 
 
+def full_since(storage: Mapping[str, Any]) -> dict[str, datetime]:
+    """status.storage.full: pod -> when it was found full."""
+    found = {str(e.get("pod")): parse_time(e.get("since")) for e in storage.get("full") or []}
+    return {pod: at for pod, at in found.items() if at is not None}
+
+
+def unmeasured_since(found_at: datetime | None, usage: VolumeUsage | None) -> bool:
+    """Whether a pod found full at FOUND_AT has no figures taken after that: the kubelet has none for a pod
+    that does not run, and a summary is up to its cache's age plus the kubelet's period old (a full volume
+    was still shown 4 % used)."""
+    if usage is None or usage.measured_at is None:
+        return True
+    return found_at is not None and usage.measured_at <= found_at
+
+
 def out_of_space(pods: Iterable[str], capacities: Mapping[str, str], known: Mapping[str, str]) -> dict[str, str]:
-    """Of the pods whose server stopped for want of space, or found full and not measured since (the kubelet
-    has no figures for a pod that does not run), those whose claim has not grown since they were found so:
-    pod -> that capacity."""
+    """Of the pods whose server stopped for want of space, or found full and not measured since, those whose
+    claim has not grown since they were found so: pod -> that capacity."""
     found = {}
     for pod in pods:
         capacity = capacities.get(pod)
@@ -55,14 +70,12 @@ def full_volumes(
     """What status says of the full data volumes, naming each pod and its usage, or (with no figures) that
     its server stopped for want of space or was full when last measured; None when none is full. UNSEEN:
     out_of_space's pods; KNOWN: the pods found full before."""
-    found_before, stopped_servers = set(known), set(stopped)
-    full = [v for v in volumes if is_full(v, v.pod in found_before)]
-    measured = {v.pod for v in volumes}
+    found_before, stopped_servers, unmeasured = set(known), set(stopped), sorted(unseen)
+    full = [v for v in volumes if v.pod not in unmeasured and is_full(v, v.pod in found_before)]
     told = [
         f"{pod}: "
         + ("its server stopped: No space left on device" if pod in stopped_servers else "full when last measured")
-        for pod in sorted(unseen)
-        if pod not in measured
+        for pod in unmeasured
     ]
     if not full and not told:
         return None

@@ -27,9 +27,11 @@ from ..policy.volumes import (
     auto_growth,
     current_size,
     full_in_status,
+    full_since,
     full_volumes,
     is_full,
     out_of_space,
+    unmeasured_since,
 )
 from ..telemetry import metrics
 
@@ -158,10 +160,15 @@ async def keep_volumes(
     recorded = full_in_status(known)
     capacities = claim_capacities(name, observed.claims)
     stopped = {name_of(p) for p in observed.pods if stopped_for_space(p)}
-    # A pod found full and not measured since (a server that crash-loops runs a moment now and then) stays
-    # full until its claim grows: otherwise it would come and go, with a Warning each time it came back.
-    unseen = out_of_space(sorted(stopped | (recorded.keys() - {v.pod for v in usage})), capacities, recorded)
-    measured_full = {v.pod: capacities.get(v.pod, "") for v in usage if is_full(v, v.pod in recorded)}
+    # A pod found full stays full until figures taken since say otherwise, or its claim grows: a crash-looping
+    # server runs a moment now and then, and a summary lags; otherwise the condition would come and go, with
+    # a Warning each time it came back.
+    measured, since = {v.pod: v for v in usage}, full_since(known)
+    unchecked = {pod for pod in recorded if unmeasured_since(since.get(pod), measured.get(pod))}
+    unseen = out_of_space(sorted(stopped | unchecked), capacities, recorded)
+    measured_full = {
+        v.pod: capacities.get(v.pod, "") for v in usage if v.pod not in unseen and is_full(v, v.pod in recorded)
+    }
     full = {**measured_full, **unseen}
     state = VolumeState(
         spec,
@@ -177,7 +184,11 @@ async def keep_volumes(
     size = current_size(spec.storage, claim_template_size(observed.statefulset), spec.auto_grow)
     status: dict[str, Any] = {"size": size, "volumes": [v.as_status() for v in usage]}
     if full:
-        status["full"] = [{"pod": pod, "capacity": capacity} for pod, capacity in sorted(full.items()) if capacity]
+        status["full"] = [
+            {"pod": pod, "capacity": capacity, "since": rfc3339(since.get(pod) or now)}
+            for pod, capacity in sorted(full.items())
+            if capacity
+        ]
     last = known.get("lastAutoGrowth")
     if spec.auto_grow is not None:
         if last:
