@@ -160,7 +160,8 @@ time.sleep(30)
 
 def test_a_cancelled_run_whose_helm_ignores_sigterm_is_killed_in_time(tmp_path: Path, monkeypatch) -> None:
     """Seen in CI: a Helm run that outlived its daemon's cancellation left its pipes to be closed after the event
-    loop (a traceback at the operator's exit). SIGTERM, then SIGKILL after STOP_SECONDS."""
+    loop (a traceback at the operator's exit). SIGTERM, then SIGKILL after STOP_SECONDS; also when, under load,
+    the cancellation lands while the pipes to the running Helm are still being connected (CI: killed at once)."""
     from mydb_operator.helm import command as helm_command
 
     monkeypatch.setattr(helm_command, "STOP_SECONDS", 1.0)
@@ -183,3 +184,4 @@ def test_a_cancelled_run_whose_helm_ignores_sigterm_is_killed_in_time(tmp_path: 
     assert 0.9 < took < 3, took
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+

@@ -4,6 +4,7 @@ client-side OpenAPI check."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import tempfile
 from collections.abc import Mapping
@@ -79,17 +80,23 @@ class OperatorCommand(pyhelm3.Command):
         logged = shlex.join(_logged(str(part)) for part in argv)
         self._logger.info("running command: %s", logged)
         # Helm itself, not a shell around it (pyhelm3's way): a cancelled run's signals must reach Helm.
-        process = await asyncio.create_subprocess_exec(
-            *(str(part) for part in argv),
-            stdin=asyncio.subprocess.PIPE if input is not None else None,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.environment,
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
+                *(str(part) for part in argv),
+                stdin=asyncio.subprocess.PIPE if input is not None else None,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.environment,
+            )
         )
         try:
+            # Shielded: cancelled while its pipes are being connected, asyncio would SIGKILL a Helm already
+            # running (no chance to mark its release failed); it is stopped like any other (seen in CI).
+            process = await asyncio.shield(spawn)
             stdout, stderr = await process.communicate(input)
         except asyncio.CancelledError:
-            await stop(process)
+            with contextlib.suppress(OSError):  # it may have failed to start
+                await stop(await spawn)
             raise
         if process.returncode == 0:
             self._logger.info("command succeeded: %s", logged)
