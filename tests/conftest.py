@@ -153,10 +153,6 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
     call = getattr(request.node, "call_report", None)
     if call is not None and call.failed:
         call.sections.append((f"namespace {name} after the failure", _what_happened(cluster, name)))
-    # Its databases first, while the namespace is active: deleted with it, their finalizers held it 40 to 80 s
-    # (their operator kept reconciling, unaware of the deletion), and the namespace controller listed and
-    # deleted every kind in it all that while: two thirds of the API server's requests in a run.
-    cluster.kubectl("delete", "mydatabases", "--all", "-n", name, "--wait=false", check=False)
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
