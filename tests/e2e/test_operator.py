@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from . import sharing
 from .conftest import wait_ready
 from .waiting import get_json, printed, wait_for
 
@@ -215,6 +216,19 @@ def test_delete_policy_delete_while_the_database_lingers_leaves_no_claim(cluster
         assert get_json(cluster, "-n", namespace, "secret", "held-credentials") == {}
     finally:
         cluster.kubectl("patch", "-n", namespace, "mydb/held", "--type=merge", "-p", '{"metadata": {"finalizers": null}}')
+
+
+def test_a_deleted_namespace_goes_with_its_database(cluster, operator, namespace):
+    """Deleting a namespace deletes its database with it, whatever the operator's scope. Scoped by a pattern
+    (`gw0-*`, as each xdist worker's operator is), kopf stops watching a namespace being deleted and never ran
+    the deletion: the namespace stayed Terminating for ever, held by the finalizer, until the daemon learnt to
+    let such a database go (reconcile/namespace_deletion.py)."""
+    apply_db(cluster, namespace, "tenant", {"replicas": 2, "version": "15.2", "storage": "1Gi"})
+    wait_ready(cluster, namespace, "tenant")
+    cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+    wait_for("the namespace gone", lambda: get_json(cluster, "namespace", namespace) == {}, timeout=90)
+    if sharing.WORKER:  # the pattern-scoped operator: its daemon released the finalizer
+        assert f"{namespace}/tenant: the namespace is being deleted" in operator.log_since_start()
 
 
 def test_render_equals_what_the_operator_applied(cluster, operator, namespace):

@@ -47,6 +47,8 @@ class FakeApi:
         self.records: dict[Key, dict[str, Any]] = {}  # the records of the primary (ConfigMaps), as written
         self.observations: dict[Key, Observation] = {}  # what a full read of one database answers
         self.summaries: dict[str, dict[str, Any]] = {}  # node -> its kubelet's /stats/summary
+        self.databases: dict[Key, dict[str, Any]] = {}  # the MyDatabases as the API has them now
+        self.terminating: set[str] = set()  # the namespaces being deleted
         self.grown: list[tuple[str, str, str]] = []  # (namespace, claim, size)
         self.orphaned: list[Key] = []
         self.labels: list[tuple[str, str, str, str]] = []
@@ -71,6 +73,14 @@ class FakeApi:
     async def stats_summary(self, node: str) -> dict[str, Any] | None:
         self._call("stats_summary", node)
         return self.summaries.get(node)
+
+    async def read_database(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call("read_database", namespace, name)
+        return self.databases.get((namespace, name))
+
+    async def namespace_terminating(self, namespace: str) -> bool:
+        self._call("namespace_terminating", namespace)
+        return namespace in self.terminating
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call("read_secret", namespace, name)
@@ -196,6 +206,12 @@ class FakeApi:
 
     async def remove_annotation(self, namespace: str, name: str, key: str, value: str) -> None:
         self._call("remove_annotation", namespace, name, key, value, write=True)
+
+    async def release_finalizer(self, namespace: str, name: str, resource_version: str, finalizers: list[str]) -> None:
+        self._call("release_finalizer", namespace, name, resource_version, finalizers, write=True)
+        database = self.databases.get((namespace, name))
+        if database is not None and database["metadata"]["resourceVersion"] == resource_version:
+            database["metadata"]["finalizers"] = finalizers
 
     def storage_class_object(self, name: str, *, expandable: bool, default: bool = False) -> None:
         annotations = {reads.DEFAULT_CLASS_ANNOTATION: "true"} if default else {}

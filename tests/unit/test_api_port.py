@@ -27,7 +27,7 @@ def port_calls() -> dict[str, inspect.Signature]:
 
 def test_the_fake_offers_every_call_of_the_port_with_its_signature() -> None:
     calls = port_calls()
-    assert len(calls) == 24
+    assert len(calls) == 27
     for name, signature in calls.items():
         fake = getattr(FakeApi, name, None)
         assert fake is not None and inspect.iscoroutinefunction(fake), name
@@ -89,3 +89,25 @@ def test_the_client_is_made_on_first_use_and_a_dedicated_connection_has_its_own(
     assert api._client is None  # nothing made before the operator loaded its config
     own = api.dedicated()
     assert isinstance(own, Connection) and own.client is not api.client
+
+
+def test_a_database_in_a_namespace_being_deleted_is_read_and_let_go_at_its_resource_version(
+    api_server: Any,  # noqa: F811
+) -> None:
+    answers, _, _ = api_server
+    database = "/apis/myapp.example.com/v1/namespaces/ns/mydatabases/db"
+    answers[("GET", database)] = (200, {"metadata": {"name": "db", "resourceVersion": "7"}})
+    answers[("GET", "/api/v1/namespaces/ns")] = (200, {"metadata": {"deletionTimestamp": "2026-12-04T18:00:00Z"}})
+    answers[("GET", "/api/v1/namespaces/gone")] = (404, {"kind": "Status", "code": 404})
+    answers[("GET", "/api/v1/namespaces/hidden")] = (403, {"kind": "Status", "code": 403})
+    answers[("PATCH", database)] = (200, {})
+    found, made = requests(api_server, "read_database", "ns", "db")
+    assert found["metadata"]["resourceVersion"] == "7" and made == [("GET", database, None)]
+    assert requests(api_server, "namespace_terminating", "ns")[0] is True
+    assert requests(api_server, "namespace_terminating", "gone")[0] is True
+    assert requests(api_server, "namespace_terminating", "hidden")[0] is False  # may not read namespaces
+    _, made = requests(api_server, "release_finalizer", "ns", "db", "7", ["other/finalizer"])
+    assert made == [("PATCH", database, [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "replace", "path": "/metadata/finalizers", "value": ["other/finalizer"]},
+    ])]

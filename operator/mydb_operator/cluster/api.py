@@ -44,6 +44,12 @@ class ApiPort(Protocol):
 
     async def claim_exists(self, namespace: str, name: str) -> bool: ...
 
+    async def read_database(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def namespace_terminating(self, namespace: str) -> bool:
+        """Whether the namespace is being deleted or gone; False when the operator may not read it."""
+        ...
+
     async def stats_summary(self, node: str) -> dict[str, Any] | None:
         """The node's kubelet summary (cluster/kubelets.py): a Node read, then one request to the kubelet."""
         ...
@@ -86,6 +92,10 @@ class ApiPort(Protocol):
     async def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None: ...
 
     async def remove_annotation(self, namespace: str, name: str, key: str, value: str) -> None: ...
+
+    async def release_finalizer(self, namespace: str, name: str, resource_version: str, finalizers: list[str]) -> None:
+        """Set the MyDatabase's finalizers if it is still at that resourceVersion (else nothing)."""
+        ...
 
 
 class KubernetesApi(Reads, Writes, Kubelets):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from .. import names
 from ..model.observation import Object, Observation, assemble
 from .blocking import exists, threaded, tolerating
@@ -14,8 +16,10 @@ from .resources import (
     CLAIMS,
     CONFIG_MAPS,
     CRONJOBS,
+    DATABASES,
     ENDPOINT_SLICES,
     JOBS,
+    NAMESPACES,
     PODS,
     SECRETS,
     SERVICES,
@@ -99,3 +103,24 @@ class Reads(Connection):
     @threaded
     def claim_exists(self, namespace: str, name: str) -> bool:
         return exists(lambda: self.get(CLAIMS.path(namespace, name)))
+
+    @threaded
+    def read_database(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The MyDatabase as the API has it now (kopf's copy stops following a namespace being deleted)."""
+        with tolerating(404):
+            return self.get(DATABASES.path(namespace, name))
+        return None
+
+    @threaded
+    def namespace_terminating(self, namespace: str) -> bool:
+        """Whether the namespace is being deleted (or gone). False when the operator may not read namespaces:
+        only an operator scoped by patterns needs to ask, and it has that right (docs/install.md)."""
+        try:
+            found = self.get(NAMESPACES.path(name=namespace))
+        except ApiException as error:
+            if error.status == 404:
+                return True
+            if error.status == 403:
+                return False
+            raise
+        return bool(found["metadata"].get("deletionTimestamp"))

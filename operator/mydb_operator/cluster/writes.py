@@ -152,3 +152,17 @@ class Writes(Connection):
         except ApiException as error:
             if error.status not in (404, 409, 422):  # gone, or the annotation changed meanwhile
                 raise
+
+    @threaded
+    def release_finalizer(self, namespace: str, name: str, resource_version: str, finalizers: list[str]) -> None:
+        """Set the MyDatabase's finalizers to `finalizers` if it is still at `resource_version`; gone or changed
+        meanwhile: nothing to do (kopf, or a later pass, has seen it)."""
+        operations = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+            {"op": "replace", "path": "/metadata/finalizers", "value": finalizers},
+        ]
+        try:
+            self.send("PATCH", DATABASES.path(namespace, name), operations, content_type=JSON_PATCH)
+        except ApiException as error:
+            if error.status not in (404, 409, 422):
+                raise

@@ -12,6 +12,7 @@ import kopf
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail, failure_reason
 from ..policy.backoff import Backoff, problem_retry_delay
+from ..reconcile.namespace_deletion import let_go_in_deleted_namespace
 from ..reconcile.reporting import StoredStatus, count_api_failure, reconcile_and_store
 from ..telemetry import metrics
 from .memo import OperatorMemo
@@ -44,6 +45,7 @@ async def run_database(
             wake.clear()
             delay = memo.config.resync_seconds
             started = time.perf_counter()
+            failed = True
             try:
                 first_pass = stored.status is None
                 outcome = await reconcile_and_store(snapshot_of(body), stored, memo.runtime)
@@ -66,6 +68,7 @@ async def run_database(
                     delay = backoff.failed()
                 else:
                     backoff.succeeded()
+                    failed = False
                 if outcome.recheck is not None:  # a failover under way: time alone moves it on
                     delay = min(delay, outcome.recheck)
                 held = stored.write_due_in()
@@ -79,6 +82,9 @@ async def run_database(
                 delay = backoff.failed()
                 log.warning("%s/%s: %s: %s (retry in %.0fs)", namespace, name, reason, failure_detail(error), delay)
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+            if failed and not stopped and await let_go_in_deleted_namespace(memo.runtime, namespace, name):
+                memo.runtime.rollouts.leave(key)
+                return
             if await sleep_until_poked(wake, stopped, delay):
                 # At most one reconcile per DEBOUNCE: a burst of events folds into one, while
                 # a change after a quiet spell (the last pod turning Ready) is handled at once.

@@ -40,3 +40,15 @@ def deletion_plan(spec: Mapping[str, Any]) -> DeletionPlan:
     return DeletionPlan(
         delete_claims=delete, delete_secret=delete and not parsed.existing_secret, delete_certificates=delete
     )
+
+
+def marked_for_deletion(database: Mapping[str, Any]) -> bool:
+    return bool(database.get("metadata", {}).get("deletionTimestamp"))
+
+
+def finalizers_without(database: Mapping[str, Any], finalizer: str) -> list[str] | None:
+    """The database's finalizers once `finalizer` is released; None when it holds no such finalizer."""
+    finalizers = list(database.get("metadata", {}).get("finalizers") or [])
+    if finalizer not in finalizers:
+        return None
+    return [f for f in finalizers if f != finalizer]
