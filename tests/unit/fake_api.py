@@ -82,6 +82,14 @@ class FakeApi:
         self._call("namespace_terminating", namespace)
         return namespace in self.terminating
 
+    async def terminating_namespaces(self) -> list[str]:
+        self._call("terminating_namespaces")
+        return sorted(self.terminating)
+
+    async def list_databases(self, namespace: str) -> list[dict[str, Any]]:
+        self._call("list_databases", namespace)
+        return [body for (where, _), body in self.databases.items() if where == namespace]
+
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         self._call("read_secret", namespace, name)
         return self.secrets.get((namespace, name))

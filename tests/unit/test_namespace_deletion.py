@@ -17,7 +17,7 @@ from mydb_operator.handlers import daemon
 from mydb_operator.handlers.memo import OperatorMemo
 from mydb_operator.handlers.wakeups import Wakeups
 from mydb_operator.policy.deletion import finalizers_without, marked_for_deletion
-from mydb_operator.reconcile.namespace_deletion import let_go_in_deleted_namespace
+from mydb_operator.reconcile.namespace_deletion import let_go_in_deleted_namespace, let_go_in_deleted_namespaces
 
 OTHER = "example.com/keep-me"
 
@@ -104,3 +104,22 @@ def test_the_daemon_ends_after_a_failed_pass_in_a_namespace_being_deleted() -> N
 
     run(scenario())  # a daemon that went on (as before) would time out here
     assert released(api) == [("release_finalizer", "ns", "db", "7", [OTHER])]
+
+
+def test_at_start_up_the_databases_marked_for_deletion_in_managed_namespaces_being_deleted_are_let_go() -> None:
+    api = FakeApi()
+    for namespace in ("team-a", "team-b", "other"):
+        api.databases[(namespace, "db")] = {**database(deleting=True),
+                                            "metadata": {**database(deleting=True)["metadata"], "namespace": namespace}}
+    api.databases[("team-a", "kept")] = {"metadata": {**database(deleting=False)["metadata"], "name": "kept",
+                                                      "namespace": "team-a"}}
+    api.terminating.update({"team-a", "other"})  # team-b is not being deleted: kopf handles its deletion
+    run(let_go_in_deleted_namespaces(api, ["team-*"]))
+    assert released(api) == [("release_finalizer", "team-a", "db", "7", [OTHER])]
+
+
+def test_a_start_up_that_cannot_list_namespaces_goes_on() -> None:
+    api = FakeApi()
+    api.failing["terminating_namespaces"] = ApiException(status=403, reason="Forbidden")
+    run(let_go_in_deleted_namespaces(api, ["team-*"]))
+    assert released(api) == []

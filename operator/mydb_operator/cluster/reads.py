@@ -124,3 +124,14 @@ class Reads(Connection):
                 return False
             raise
         return bool(found["metadata"].get("deletionTimestamp"))
+
+    @threaded
+    def terminating_namespaces(self) -> list[str]:
+        """The namespaces being deleted (an operator scoped by patterns may list namespaces: docs/install.md)."""
+        listed = self.get(NAMESPACES.path())["items"]
+        return [item["metadata"]["name"] for item in listed if item["metadata"].get("deletionTimestamp")]
+
+    @threaded
+    def list_databases(self, namespace: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get(DATABASES.path(namespace))["items"]
+        return items

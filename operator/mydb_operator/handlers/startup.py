@@ -16,6 +16,7 @@ from .. import names
 from ..cluster import clients
 from ..cluster.informers import informer_scopes, start_informers
 from ..model.namespaces import any_pattern
+from ..reconcile.namespace_deletion import let_go_in_deleted_namespaces
 from ..telemetry import metrics
 from .memo import OperatorMemo
 
@@ -70,6 +71,8 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorMemo, **_: An
             "the informers have not listed every kind in %.0fs: reconciles read the API until they have",
             FIRST_LISTING_SECONDS,
         )
+    if any_pattern(config.namespaces):  # kopf will not watch a namespace that is being deleted already
+        await let_go_in_deleted_namespaces(runtime.api, config.namespaces)
     metrics.serve(config.metrics_port)
     log.info(
         "chart %s (digest %s), helm %s, platform config %s, metrics on :%s",
