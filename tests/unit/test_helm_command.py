@@ -185,3 +185,49 @@ def test_a_cancelled_run_whose_helm_ignores_sigterm_is_killed_in_time(tmp_path: 
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
 
+
+
+# A helm whose first upgrade finds the release half-done (STATE), as Helm says it; `show chart` answers for the
+# chart; every call is recorded, one per line.
+HALF_DONE_HELM = """#!/bin/sh
+echo "$*" >> "{calls}"
+case "$1" in
+  version) printf v4.3.1 ;;
+  show) printf 'apiVersion: v2\\nname: c\\nversion: 0.1.0\\n' ;;
+  status) echo '{{"name": "db", "namespace": "ns", "version": 3, "manifest": "",
+    "info": {{"status": "{state}", "last_deployed": "2026-12-04T18:43:13Z"}}}}' ;;
+  upgrade)
+    if [ ! -e "{calls}.upgraded" ]; then
+      touch "{calls}.upgraded"
+      echo "Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress" >&2; exit 1
+    fi
+    echo '{{"version": 4, "info": {{"status": "deployed"}}}}' ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(("state", "recovery"), [
+    ("pending-upgrade", "rollback db --cleanup-on-fail --namespace ns"),
+    ("pending-rollback", "rollback db --cleanup-on-fail --namespace ns"),
+    ("pending-install", "uninstall db --namespace ns --wait"),
+    ("uninstalling", "uninstall db --namespace ns --wait"),
+])
+def test_a_half_done_release_is_recovered_then_upgraded_and_a_rollback_does_not_wait(
+    tmp_path: Path, state: str, recovery: str
+) -> None:
+    """A pending upgrade is rolled back without --wait: the upgrade right after applies the wanted state, and the
+    wait on pods mid-way through a major upgrade held a Helm slot for the whole timeout. A pending install is
+    uninstalled and waited for: the install after it makes the same objects again."""
+    chart, _, _ = chart_and_recorder(tmp_path)
+    calls = tmp_path / "calls"
+    helm = tmp_path / "half-done-helm"
+    helm.write_text(HALF_DONE_HELM.format(calls=calls, state=state))
+    helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    applied = asyncio.run(Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1)
+                          .upgrade("ns", "db", {"replicas": 1}))
+    assert applied.revision == 4
+    made = [line for line in calls.read_text().splitlines() if line.split()[0] not in ("version", "show")]
+    assert [line.split()[0] for line in made] == ["upgrade", "status", recovery.split()[0], "upgrade"]
+    recovered = made[2].split()
+    assert recovered[:2] == recovery.split()[:2] and set(recovery.split()) <= set(recovered)
+    assert ("--wait" in recovered) == recovery.endswith("--wait")

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pyhelm3
 from pyhelm3 import errors as helm_errors
+from pyhelm3.models import ReleaseRevisionStatus
 
 from ..telemetry.metrics import helm_timer
 from . import postrender
@@ -165,10 +166,22 @@ class Helm:
         log.warning("release %s/%s was left half-done (pending or uninstalling): recovering it", namespace, release)
         try:
             async with self._slots, helm_timer("recover"):
-                await self.client.get_proceedable_revision(release, namespace=namespace)
+                await self._recover(namespace, release)
             return await self._upgrade(namespace, release, values)
         except helm_errors.Error as error:
             raise HelmError(helm_message(error)) from None
+
+    async def _recover(self, namespace: str, release: str) -> None:
+        """Make a half-done release proceedable. A pending install (or an uninstall of one, itself cut short)
+        is uninstalled, waiting for its objects to go so that the install after it can make them again. A pending
+        upgrade or rollback is rolled back to its last revision without waiting for its pods: the upgrade that
+        follows applies the wanted state at once (pyhelm3's get_proceedable_revision waits, and a database's
+        pods in the middle of a major upgrade held that wait, and a Helm slot, for the whole 2-minute timeout)."""
+        current = await self.client.get_current_revision(release, namespace=namespace)
+        if current.status in (ReleaseRevisionStatus.PENDING_INSTALL, ReleaseRevisionStatus.UNINSTALLING):
+            await self.command.uninstall(release, namespace=namespace, wait=True)
+        elif current.status in (ReleaseRevisionStatus.PENDING_UPGRADE, ReleaseRevisionStatus.PENDING_ROLLBACK):
+            await self.command.rollback(release, None, namespace=namespace, cleanup_on_fail=True, wait=False)
 
     async def _upgrade(self, namespace: str, release: str, values: dict[str, Any]) -> AppliedRelease:
         chart = await self.chart()
