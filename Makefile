@@ -9,10 +9,16 @@ demo: venv node-packages ## start the local control plane and the operator, appl
 	bash hack/demo.sh
 
 TEST_WORKERS ?= 3
-test: venv lint tools scanners postgres node-packages ## static checks first, then every test: unit, chart (checkov and kube-score included), hack/ scripts, PostgreSQL scripts, e2e on the local control plane; TEST_WORKERS pytest-xdist workers share the cluster, then the serial tests run alone
-	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests bench; \
-	  parallel=$$?; $(PY) -m pytest -m serial tests; serial=$$?; \
-	  echo "make test: parallel pass exit $$parallel, serial pass exit $$serial"; [ $$parallel -eq 0 ] && [ $$serial -eq 0 ]
+QUICK_LOG := .cluster/make-check.log
+test: venv tools scanners postgres node-packages ## every check and test: the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with make check beside them (lint, units, charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
+	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
+	  mkdir -p $(dir $(QUICK_LOG)); \
+	  MYDB_KEEP_CLUSTER=1 $(MAKE) --no-print-directory check TEST_WORKERS=2 > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
+	  $(PY) -m pytest -m serial tests/e2e; serial=$$?; \
+	  wait $$quick_pid; quick=$$?; echo "===== make check, run beside the serial pass ($(QUICK_LOG)) ====="; \
+	  cat $(QUICK_LOG); \
+	  echo "make test: e2e parallel pass exit $$parallel, serial pass exit $$serial, make check exit $$quick"; \
+	  [ $$parallel -eq 0 ] && [ $$serial -eq 0 ] && [ $$quick -eq 0 ]
 
 lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
 	$(VENV)/bin/ruff check operator bench hack
