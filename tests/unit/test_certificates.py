@@ -7,6 +7,7 @@ import asyncio
 import base64
 import datetime
 import ssl
+from pathlib import Path
 
 import pytest
 from fake_api import FakeApi, make_runtime
@@ -67,9 +68,41 @@ def test_a_new_ca_signs_a_server_certificate_that_python_verifies_by_name():
     assert ca_facts.not_after - NOW == datetime.timedelta(days=CA_DAYS)
     assert signed_by(pem, ca) and not signed_by(pem, new_ca("ns", "db", NOW)[0])
     assert b"PRIVATE KEY" in key and certificate_facts(b"not a certificate") is None
-    # The chain and a name check as a verify-full client does them (Python's ssl: OpenSSL, as libpq).
-    context = ssl.create_default_context(cadata=ca.decode())
-    assert context.verify_mode == ssl.CERT_REQUIRED
+
+
+def handshake(ca: bytes, pem: bytes, key: bytes, host: str, folder: Path) -> None:
+    """A TLS handshake in memory between a server holding PEM and KEY and a client that trusts CA alone and checks
+    HOST against the certificate: what a verify-full client does (Python's ssl is OpenSSL, as libpq's is)."""
+    (folder / "tls.crt").write_bytes(pem)
+    (folder / "tls.key").write_bytes(key)
+    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    serving.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ssl.create_default_context(cadata=ca.decode()).wrap_bio(to_client, to_server, server_hostname=host)
+    server = serving.wrap_bio(to_server, to_client, server_side=True)
+    for _ in range(10):
+        done = 0
+        for side in (client, server):
+            try:
+                side.do_handshake()
+                done += 1
+            except ssl.SSLWantReadError:
+                pass
+        if done == 2:
+            return
+    raise AssertionError("the handshake did not finish")
+
+
+def test_a_verify_full_client_trusts_the_server_certificate_by_every_name_and_no_other(tmp_path: Path) -> None:
+    now = datetime.datetime.now(datetime.UTC)  # the handshake checks validity against the real clock
+    ca, ca_key = new_ca("ns", "db", now)
+    pem, key = new_server_certificate(ca, ca_key, server_names("ns", "db"), now)
+    for host in ("db.ns.svc", "db-ro.ns.svc.cluster.local", "db-1.db-headless.ns.svc"):
+        handshake(ca, pem, key, host, tmp_path)
+    with pytest.raises(ssl.SSLCertVerificationError, match="match"):
+        handshake(ca, pem, key, "other.ns.svc", tmp_path)
+    with pytest.raises(ssl.SSLCertVerificationError, match="unable to get local issuer"):
+        handshake(new_ca("ns", "db", now)[0], pem, key, "db.ns.svc", tmp_path)  # another database's CA
 
 
 def test_a_server_certificate_never_outlives_its_ca():
