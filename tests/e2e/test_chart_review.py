@@ -4,6 +4,7 @@ real pods, and an upgrade of existing databases from the previous chart."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -185,6 +186,11 @@ def test_a_restricted_namespace_runs_a_real_node_database_its_backups_and_its_te
     assert not refused, refused
 
 
+def secret_data(cluster, namespace: str, secret: str) -> dict[str, str]:
+    data = get_json(cluster, "-n", namespace, "secret", secret)["data"]
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
 def previous_chart(tmp_path) -> str:
     """charts/mydatabase as of PREVIOUS_CHART_COMMIT, from this repository's history."""
     archive = subprocess.run(["git", "-C", str(REPO), "archive", PREVIOUS_CHART_COMMIT, "charts/mydatabase"],
@@ -219,6 +225,13 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
         revisions_before = len(get_json(cluster, "-n", namespace, "controllerrevisions")["items"])
 
         own.stop()
+        # As an operator before TLS (0.9.0) left it: plain URIs and no CA in the Secret, nothing in status.tls.
+        credentials = secret_data(cluster, namespace, f"{name}-credentials")
+        plain = {key: credentials[key].replace("?sslmode=verify-full", "") for key in ("uri", "uri-ro")}
+        cluster.kubectl("-n", namespace, "patch", "secret", f"{name}-credentials", "--type=merge", "-p", json.dumps(
+            {"data": {"ca.crt": None, **{k: base64.b64encode(v.encode()).decode() for k, v in plain.items()}}}))
+        cluster.kubectl("-n", namespace, "patch", "mydb", name, "--subresource=status", "--type=json",
+                        "-p", '[{"op": "remove", "path": "/status/tls"}]')
         del own.env["MYDB_CHART_DIR"]
         own.start()
         replaced: list[str] = []
@@ -247,6 +260,12 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
         assert sql(cluster, namespace, f"{name}-0", encrypted) == "t"
         assert get_json(cluster, "-n", namespace, "pdb", name) != {}
         assert get_json(cluster, "-n", namespace, "networkpolicy", name) != {}
+        # The credentials Secret now carries the CA, so a client can verify the servers; its URIs (a client may
+        # read them without the CA yet) and password are as they were.
+        upgraded = secret_data(cluster, namespace, f"{name}-credentials")
+        assert upgraded["ca.crt"] == secret_data(cluster, namespace, f"{name}-tls")["ca.crt"]
+        assert (upgraded["uri"], upgraded["uri-ro"], upgraded["password"]) == (
+            plain["uri"], plain["uri-ro"], credentials["password"])
         # The upgrade put the MyDatabase's ownerReference on the old release's objects too.
         owner = get_json(cluster, "-n", namespace, "mydb", name)["metadata"]["uid"]
         refs = get_json(cluster, "-n", namespace, "statefulset", name)["metadata"].get("ownerReferences") or []

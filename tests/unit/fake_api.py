@@ -142,6 +142,15 @@ class FakeApi:
         stored = {k: v for k, v in body.items() if k != "stringData"}
         self.secrets[key] = {**stored, "data": {**(body.get("data") or {}), **data}}
 
+    async def update_secret_data(self, namespace: str, name: str, changes: dict[str, str | None]) -> None:
+        self._call("update_secret_data", namespace, name, changes, write=True)
+        data = self.secrets[(namespace, name)].setdefault("data", {})
+        for key, value in changes.items():
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = base64.b64encode(value.encode()).decode()
+
     async def create_job_once(self, body: dict[str, Any]) -> bool:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         self._call("create_job_once", *key, write=True)

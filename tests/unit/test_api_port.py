@@ -27,7 +27,7 @@ def port_calls() -> dict[str, inspect.Signature]:
 
 def test_the_fake_offers_every_call_of_the_port_with_its_signature() -> None:
     calls = port_calls()
-    assert len(calls) == 29
+    assert len(calls) == 30
     for name, signature in calls.items():
         fake = getattr(FakeApi, name, None)
         assert fake is not None and inspect.iscoroutinefunction(fake), name

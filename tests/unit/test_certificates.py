@@ -14,6 +14,7 @@ from fake_api import FakeApi, make_runtime
 from test_reconcile_orchestrator import FakeHelm
 
 from mydb_operator import names
+from mydb_operator.desired.credentials import credentials_secret, credentials_update
 from mydb_operator.desired.certificates import (
     CA_DAYS,
     SERVER_DAYS,
@@ -221,3 +222,72 @@ def test_the_longest_names_kubernetes_allows_fit_a_certificate():
     ca, ca_key = new_ca(namespace, release, NOW)
     pem, _ = new_server_certificate(ca, ca_key, server_names(namespace, release), NOW)
     assert signed_by(pem, ca)
+
+
+def plain_credentials(api: FakeApi, owner: str = names.OPERATOR_NAME) -> None:
+    """The credentials Secret a chart before 0.10.0 made: plain URIs, no CA."""
+    body = credentials_secret("ns", "db")
+    api.secrets[("ns", "db-credentials")] = {
+        "metadata": {**body["metadata"], "labels": {**body["metadata"]["labels"], names.MANAGED_BY_LABEL: owner}},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in body["stringData"].items()},
+    }
+
+
+def test_the_credentials_follow_the_ca_and_keep_their_uris_unless_tls_is_off():
+    plain = {k: v.encode() for k, v in credentials_secret("ns", "db")["stringData"].items()}
+    assert credentials_update(plain, b"CA PEM") == {"ca.crt": "CA PEM"}  # an old client keeps its URI
+    assert credentials_update({**plain, "ca.crt": b"CA PEM"}, b"CA PEM") == {}
+    assert credentials_update({**plain, "ca.crt": b"OLD CA"}, b"CA PEM") == {"ca.crt": "CA PEM"}
+    verifying = {k: v.encode() for k, v in credentials_secret("ns", "db", ca=b"CA PEM")["stringData"].items()}
+    assert verifying["uri"].endswith(b"?sslmode=verify-full")
+    off = credentials_update(verifying, b"")  # a URI that verifies could not reach a plain server
+    stripped = {key: verifying[key].decode().removesuffix("?sslmode=verify-full") for key in ("uri", "uri-ro")}
+    assert off == {"ca.crt": None, **stripped} and "sslmode" not in str(stripped)
+    assert credentials_update(plain, b"") == {}
+
+
+def test_an_upgraded_databases_credentials_get_the_ca_once_and_a_new_ca_again():
+    api = FakeApi()
+    plain_credentials(api)
+    password = files(api, "db-credentials")["password"]
+    uris = {key: files(api, "db-credentials")[key] for key in ("uri", "uri-ro")}
+    moved = keep(api)  # status.tls empty: the first look after the operator's upgrade to TLS
+    held = files(api, "db-credentials")
+    assert held["ca.crt"] == files(api, "db-ca")["ca.crt"] and held["password"] == password
+    assert {key: held[key] for key in uris} == uris  # a client reading them works as before (TLS, unverified)
+    assert moved.status["credentialsCA"] == fingerprint(held["ca.crt"])
+    api.writes.clear()
+    renewed = keep(api, previous={"tls": moved.status}, now=NOW + datetime.timedelta(days=61))
+    assert [w[0] for w in api.writes] == ["write_secret"]  # a new server certificate; the CA, and so the Secret, kept
+    assert renewed.status["credentialsCA"] == moved.status["credentialsCA"]
+    api.secrets.pop(("ns", "db-ca"))  # a new CA (as when it nears its end), seen at the next look
+    again = keep(api, annotations={names.ROTATE_CERTIFICATE_ANNOTATION: "now"}, previous={"tls": renewed.status})
+    assert files(api, "db-credentials")["ca.crt"] == files(api, "db-ca")["ca.crt"] != held["ca.crt"]
+    assert again.status["credentialsCA"] != moved.status["credentialsCA"]
+
+
+def test_a_first_install_reads_no_credentials_and_a_users_secret_is_never_written():
+    api = FakeApi()
+    first = keep(api, before_helm=True)
+    assert ("read_secret", "ns", "db-credentials") not in api.reads and "credentialsCA" not in first.status
+    plain_credentials(api, owner="someone-else")
+    api.writes.clear()
+    later = keep(api, previous={"tls": {}})
+    assert [w for w in api.writes if w[0] == "update_secret_data"] == [] and "credentialsCA" not in later.status
+
+
+def test_tls_turned_off_puts_plain_uris_back_once():
+    api = FakeApi()
+    body = credentials_secret("ns", "db", ca=b"CA PEM")  # made with TLS: its URIs verify the server
+    api.secrets[("ns", "db-credentials")] = {
+        "metadata": body["metadata"],
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in body["stringData"].items()},
+    }
+    status = keep(api).status
+    off = parse_spec({"replicas": 1, "version": "15.2", "storage": "1Gi", "tls": {"enabled": False}})
+    assert keep(api, spec=off, previous={"tls": status}).status == {}
+    held = files(api, "db-credentials")
+    assert "ca.crt" not in held and b"sslmode" not in held["uri"] and b"sslmode" not in held["uri-ro"]
+    api.writes.clear()
+    keep(api, spec=off, previous={"tls": {}})
+    assert api.writes == []

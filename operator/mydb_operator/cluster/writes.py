@@ -3,6 +3,7 @@ request run in a worker thread."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -32,6 +33,15 @@ class Writes(Connection):
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         if not created(lambda: self.send("POST", SECRETS.path(namespace), body)):
             self.send("PUT", SECRETS.path(namespace, name), body)
+
+    @threaded
+    def update_secret_data(self, namespace: str, name: str, changes: dict[str, str | None]) -> None:
+        """A merge patch of the Secret's data: these keys set (base64) or, for None, removed; no resourceVersion,
+        the other keys (the passwords) untouched."""
+        data = {
+            key: None if value is None else base64.b64encode(value.encode()).decode() for key, value in changes.items()
+        }
+        self.send("PATCH", SECRETS.path(namespace, name), {"data": data}, content_type=MERGE_PATCH)
 
     @threaded
     def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from .. import names
 
 SUPERUSER, REPLICATION_USER = "postgres", "replicator"
+VERIFY_FULL = "?sslmode=verify-full"
 REQUIRED_KEYS = ("username", "password", "replication-username", "replication-password")
 
 
@@ -22,12 +23,34 @@ def connection_uri(user: str, password: str, host: str, port: int = names.POSTGR
     """To the `postgres` database on the servers' port (desired/values.postgres_port); with TLS, verifying
     the server's certificate and name (libpq then wants the CA: sslrootcert, or PGSSLROOTCERT)."""
     uri = f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{host}:{port}/postgres"
-    return f"{uri}?sslmode=verify-full" if tls else uri
+    return f"{uri}{VERIFY_FULL}" if tls else uri
 
 
 def new_password() -> str:
     # 32 URL-safe characters: ~190 bits, and safe inside a connection URI.
     return secrets.token_urlsafe(24)
+
+
+def made_by_the_operator(secret: dict[str, Any]) -> bool:
+    return (secret.get("metadata", {}).get("labels") or {}).get(names.MANAGED_BY_LABEL) == names.OPERATOR_NAME
+
+
+def credentials_update(files: dict[str, bytes], ca: bytes = b"") -> dict[str, str | None]:
+    """The keys the operator's credentials Secret (its decoded FILES) must change to follow the servers, its
+    passwords kept. With CA (TLS on): `ca.crt`, so a client can verify them; the URIs stay as they were made
+    (an older one without sslmode takes TLS unverified, libpq's default: rewriting it would break a client that
+    has no CA yet). TLS off: no `ca.crt` (None: the key goes), and URIs without sslmode=verify-full, which a
+    plain server would fail. Empty when nothing changes."""
+    if ca:
+        wanted: dict[str, str | None] = {"ca.crt": ca.decode()}
+    else:
+        wanted = {"ca.crt": None} if "ca.crt" in files else {}
+        for key in ("uri", "uri-ro"):
+            uri = files.get(key, b"").decode()
+            if VERIFY_FULL in uri:
+                wanted[key] = uri.replace(VERIFY_FULL, "")
+    held = {key: value.decode() for key, value in files.items()}
+    return {key: value for key, value in wanted.items() if held.get(key) != value}
 
 
 def credentials_secret(

@@ -27,6 +27,7 @@ from ..model.timestamps import rfc3339
 from ..policy.certificates import RENEW_BEFORE, Issued, ca_renewal, server_renewal, user_certificate_problem
 from ..status.problem import Problem
 from ..status.warnings import Event
+from .prerequisites import refresh_credentials
 from .runtime import Runtime
 from .servers import Servers
 
@@ -45,6 +46,7 @@ class CertificateState:
     events: list[Event] = field(default_factory=list)
     problem: Problem | None = None
     recheck: float | None = None
+    ca: bytes = b""  # the CA clients verify the servers with, when the certificates were looked at
 
 
 def fingerprint(pem: bytes) -> str:
@@ -99,6 +101,7 @@ async def issue(api: ApiPort, namespace: str, name: str, now: datetime.datetime,
             state.events.append(("Normal", "CertificateRenewed", f"a new server certificate in {secret}: {why}"))
     assert server is not None
     state.status = _described(secret, "operator", server, pem)
+    state.ca = ca_pem
     state.status["caNotAfter"] = rfc3339(ca.not_after)
     state.status["renewAt"] = rfc3339(min(server.not_after, ca.not_after) - RENEW_BEFORE)
     return state
@@ -130,7 +133,7 @@ async def check_users(
     uncovered = [h for h in required_hosts(namespace, name) if not any(name_matches(n, h) for n in server.dns_names)]
     if uncovered:
         return invalid(f"holds a certificate that does not name {', '.join(uncovered)}, which clients and replicas use")
-    state = CertificateState(status=_described(secret, "user", server, pem))
+    state = CertificateState(status=_described(secret, "user", server, pem), ca=files["ca.crt"])
     # Looked at again within a day: the user renews it, and nothing tells the operator.
     state.status["renewAt"] = rfc3339(min(server.not_after, now + datetime.timedelta(days=1)))
     trouble = user_certificate_problem(server, now)
@@ -165,6 +168,8 @@ async def keep_certificates(
     last status's when it need not look."""
     known = dict(previous.get("tls") or {})
     if not spec.tls:
+        if known and not spec.existing_secret:  # TLS just turned off: the Secret's URIs go back to plain
+            await refresh_credentials(runtime.api, namespace, name, b"")
         return CertificateState()
     rotate = names.ROTATE_CERTIFICATE_ANNOTATION in annotations
     if not (before_helm or looked_at_now(name, spec, known, rotate, now)):
@@ -175,6 +180,7 @@ async def keep_certificates(
         state.events = [e for e in state.events if e[2] != known.get("warning")]
     else:
         state = await issue(runtime.api, namespace, name, now, rotate and not spec.tls_secret)
+    await _keep_credentials(namespace, name, spec, state, known, runtime, before_helm)
     if rotate:
         value = annotations[names.ROTATE_CERTIFICATE_ANNOTATION]
         await runtime.api.remove_annotation(namespace, name, names.ROTATE_CERTIFICATE_ANNOTATION, value)
@@ -182,6 +188,25 @@ async def keep_certificates(
         # A new certificate is reaching the servers' files: watch for it to land.
         state.recheck = RELOAD_RECHECK_SECONDS
     return state
+
+
+async def _keep_credentials(
+    namespace: str,
+    name: str,
+    spec: DatabaseSpec,
+    state: CertificateState,
+    known: dict[str, Any],
+    runtime: Runtime,
+    first_install: bool,
+) -> None:
+    """The operator's credentials Secret carries the CA looked at (status.tls.credentialsCA says which), written
+    again when it changed. Not on a first install, which makes the Secret with it."""
+    if not state.ca or spec.existing_secret or first_install:
+        return
+    written = fingerprint(state.ca)
+    current = written == known.get("credentialsCA")
+    if current or await refresh_credentials(runtime.api, namespace, name, state.ca):
+        state.status["credentialsCA"] = written
 
 
 async def reload_where_due(

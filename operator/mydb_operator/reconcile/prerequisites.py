@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import names
 from ..cluster.api import ApiPort
-from ..desired.credentials import credentials_secret, missing_keys
+from ..desired.credentials import credentials_secret, credentials_update, made_by_the_operator, missing_keys
 from ..desired.values import tls_secret_name
 from ..model.observation import Observation
 from ..model.secrets import secret_files
@@ -57,3 +57,17 @@ async def ensure_credentials(
     if await api.create_secret_once(body):
         return f"created Secret {body['metadata']['name']} with random passwords", None
     return None, None
+
+
+async def refresh_credentials(api: ApiPort, namespace: str, name: str, ca: bytes) -> bool:
+    """The operator's credentials Secret follows the servers (desired/credentials.credentials_update): a Secret
+    made before TLS, or before a new CA (renewed, or the user's certificate), gets it as `ca.crt`; with TLS
+    off, plain URIs. False when there is no Secret of the operator's (not made yet, or the user's)."""
+    secret_name = names.credentials_secret_name(name)
+    secret = await api.read_secret(namespace, secret_name)
+    if secret is None or not made_by_the_operator(secret):
+        return False
+    changes = credentials_update(secret_files(secret), ca)
+    if changes:
+        await api.update_secret_data(namespace, secret_name, changes)
+    return True
