@@ -153,6 +153,7 @@ def helm(cluster, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([cluster.tool("helm"), *args], env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long
 def test_a_restricted_namespace_runs_a_real_node_database_its_backups_and_its_tests(cluster, real_operator,
                                                                                      namespace):
     """In a namespace whose Pod Security admission enforces `restricted`, every pod of a real-node database
@@ -201,6 +202,7 @@ def previous_chart(tmp_path) -> str:
 
 
 @pytest.mark.own_operator
+@pytest.mark.long
 def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator, namespace, tmp_path):
     """A real-node database made by the previous chart (plain TCP), then the operator upgraded to this one,
     which turns TLS on: the pods are replaced once each (one new StatefulSet revision), the primary first and

@@ -259,6 +259,7 @@ class Chaos:
         return found
 
 
+@pytest.mark.long
 def test_sigkill_chaos_converges_and_loses_nothing(cluster, operator, namespace):
     """SIGKILLs of the operator amid creates, scales, schedule edits and deletes lose nothing.
 
@@ -510,6 +511,7 @@ def chart_with_immutable_change(target: Path) -> Path:
     return chart
 
 
+@pytest.mark.long
 def test_refused_upgrade_backs_off_without_rollback_or_event_storm(cluster, operator, namespace, tmp_path):
     """An upgrade the API server refuses (an immutable StatefulSet field) fails clearly, retried with backoff only.
 

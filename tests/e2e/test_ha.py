@@ -64,6 +64,7 @@ def refused(process: OperatorProcess) -> str:
 
 
 @pytest.mark.own_operator
+@pytest.mark.long
 def test_one_leader_and_a_bounded_takeover(cluster, operator, namespace):
     """Two instances of one Lease. While both run, only the leader acts: resyncs of an unchanged
     database add no Helm revision, a spec change adds exactly one, and the standby's /healthz

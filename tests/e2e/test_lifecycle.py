@@ -108,6 +108,7 @@ def test_growth_a_quota_refuses_is_told_then_goes_through_once_the_quota_allows(
     assert status(cluster, namespace, "quota")["lastOperation"]["type"] == "Resize"
 
 
+@pytest.mark.long
 def test_minor_version_change_rolls_replicas_first_primary_last(cluster, operator, namespace):
     """15.2 -> 15.4 replaces the pods from the highest ordinal down: the primary (ordinal 0) last."""
     apply_db(cluster, namespace, "roll", {"replicas": 3, "version": "15.2", "storage": "1Gi"})

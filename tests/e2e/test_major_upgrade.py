@@ -27,6 +27,7 @@ def events(cluster, namespace: str, name: str, reason: str) -> list[dict]:
     return listed.get("items") or []
 
 
+@pytest.mark.long
 def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_serving(
         cluster, real_operator, namespace):
     """Two databases at 15.2 with rows, both asked for the local 17: "up" (3 pods) is stopped, upgraded on its

@@ -188,6 +188,7 @@ def delete_pod_and_wait_ready_again(cluster, namespace: str, name: str, pod: str
     wait_ready(cluster, namespace, name, timeout=300)
 
 
+@pytest.mark.long
 def test_primary_and_replica_loss_restart_cleanly_and_keep_rows(cluster, real_operator, namespace):
     """Deleting the primary pod shuts PostgreSQL down cleanly (the new pod's log says 'shut down at', with no crash
     recovery), status leaves Ready and comes back; the pod, coming back by itself within failoverDelay, is waited
@@ -276,6 +277,7 @@ def run_on_real_node_with_backups(cluster, namespace: str, pod: str, claim: str,
     return log
 
 
+@pytest.mark.long
 def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(cluster, real_operator, namespace):
     """backup-now=<epoch> runs one backup Job on the real node that succeeds; its pg_dump file and a matching
     checksum are in the backups volume and hold the table; status.backup records the request and the success;
@@ -350,6 +352,7 @@ def test_hibernate_and_wake_keep_the_rows(cluster, real_operator, namespace):
     assert "database system was shut down at" in log and "database system was interrupted" not in log, log
 
 
+@pytest.mark.long
 def test_failed_backup_on_real_pods_turns_condition_false_with_one_warning(cluster, real_operator, namespace):
     """A backup Job made from the database's CronJob whose pg_dump cannot reach a server (its PGHOST a Service with no
     endpoints, as when the primary is unreachable) really fails on the real node: BackupHealthy turns False naming

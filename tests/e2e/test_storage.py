@@ -64,6 +64,7 @@ def insert_megabytes(cluster, namespace: str, primary: str, first: int, megabyte
                        f'from generate_series({first}, {last}) i"')
 
 
+@pytest.mark.long
 def test_usage_in_status_and_auto_grow_before_postgresql_runs_out(cluster, real_operator, namespace):
     """status.storage and the metrics show each pod's usage from its kubelet; past thresholdPercent every claim grows by the
     increment, online (same pods, `df` shows it), with an Event, and spec.storage stays as written; at the
@@ -140,6 +141,7 @@ def fill_through_filler(cluster, namespace: str, mount: str, percent: float, nam
                         f"{mount}/{name}-{time.monotonic_ns()}", check=False)
 
 
+@pytest.mark.long
 def test_a_full_volume_degrades_without_failover_and_growth_brings_it_back(cluster, real_operator, namespace):
     """Rows inserted until PostgreSQL reports "No space left on device": Degraded/DiskFull naming the pods, one
     Warning, no failover (the replica's volume is as full, and the primary has every commit); once spec.storage

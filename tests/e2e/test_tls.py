@@ -138,6 +138,7 @@ def user_certificate(namespace: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.long
 def test_tls_by_default_isolation_rotation_under_a_session_and_a_users_certificate(cluster, real_operator,
                                                                                      namespace):
     create_db(cluster, namespace, NAME, replicas=2)
