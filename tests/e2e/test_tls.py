@@ -94,12 +94,20 @@ def ready(cluster, namespace: str, pod: str) -> None:
     cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", f"pod/{pod}", "--timeout=120s")
 
 
+def ping(cluster, namespace: str, pod: str, host: str) -> int:
+    """pg_isready from POD to HOST's PostgreSQL port, 3 s at most: 0 the server accepts connections, 1 it answered
+    but rejects them (the connection got through), 2 no response (a dropped SYN times out), 3 no attempt."""
+    return cluster.kubectl("exec", "-n", namespace, pod, "--", "pg_isready", "-h", host, "-p", "5432", "-t", "3",
+                           check=False).returncode
+
+
 def connects(cluster, namespace: str, pod: str, host: str) -> bool:
-    """Whether POD opens a connection to HOST's PostgreSQL port and gets an answer within 3 s (pg_isready: a
-    TCP connect and a startup packet; a dropped SYN is "no response")."""
-    check = cluster.kubectl("exec", "-n", namespace, pod, "--", "pg_isready", "-h", host, "-p", "5432", "-t", "3",
-                            check=False)
-    return check.returncode == 0
+    return ping(cluster, namespace, pod, host) == 0
+
+
+def blocked(cluster, namespace: str, pod: str, host: str) -> bool:
+    """No connection at all: a server that answered, even to reject, would mean the packets got through."""
+    return ping(cluster, namespace, pod, host) == 2
 
 
 def client(cluster, namespace: str, script: str, check: bool = True):
@@ -164,8 +172,8 @@ def isolated(cluster, namespace: str, outsiders: str) -> None:
     service = f"{NAME}.{namespace}.svc"
     for host in (primary, service):
         wait_for(f"the client reaching {host}", lambda h=host: connects(cluster, namespace, CLIENT, h), timeout=30)
-        assert not connects(cluster, namespace, "unlisted", host), f"an unlisted pod reached {host}"
-        assert not connects(cluster, outsiders, "outsider", host), f"a pod of {outsiders} reached {host}"
+        assert blocked(cluster, namespace, "unlisted", host), f"an unlisted pod reached {host}"
+        assert blocked(cluster, outsiders, "outsider", host), f"a pod of {outsiders} reached {host}"
         assert connects(cluster, namespace, CLIENT, host), f"the client no longer reaches {host}"
 
 
