@@ -160,6 +160,12 @@ INVALID = [
                  id="version-major-18"),
     pytest.param(create(with_(version="9.6"), "spec.version", "unsupported PostgreSQL major 9"), id="version-major-9"),
     pytest.param(create(with_(version=15.2), "spec.version", "must be of type string"), id="version-unquoted-number"),
+    # --- tls -----------------------------------------------------------------
+    pytest.param(create(with_(tls={"enabled": False, "secretName": "mine"}), "spec.tls",
+                        "tls.secretName names a certificate for TLS, which tls.enabled: false turns off"),
+                 id="tls-secret-while-off"),
+    pytest.param(create(with_(tls={"enabled": "yes"}), "spec.tls.enabled", "must be of type boolean"),
+                 id="tls-enabled-word"),
     # --- storage -------------------------------------------------------------
     pytest.param(create(with_(storage="lots"), "spec.storage", "storage must be a Kubernetes quantity such as 100Gi"),
                  id="storage-word"),
