@@ -142,7 +142,8 @@ class FakeApi:
         stored = {k: v for k, v in body.items() if k != "stringData"}
         self.secrets[key] = {**stored, "data": {**(body.get("data") or {}), **data}}
 
-    async def update_secret_data(self, namespace: str, name: str, changes: dict[str, str | None]) -> None:
+    async def update_secret_data(self, secret: dict[str, Any], changes: dict[str, str | None]) -> None:
+        namespace, name = secret["metadata"]["namespace"], secret["metadata"]["name"]
         self._call("update_secret_data", namespace, name, changes, write=True)
         data = self.secrets[(namespace, name)].setdefault("data", {})
         for key, value in changes.items():

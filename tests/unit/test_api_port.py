@@ -111,3 +111,14 @@ def test_a_database_in_a_namespace_being_deleted_is_read_and_let_go_at_its_resou
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
         {"op": "replace", "path": "/metadata/finalizers", "value": ["other/finalizer"]},
     ])]
+
+
+def test_the_credentials_secret_is_replaced_as_read_at_its_resource_version(api_server: Any) -> None:  # noqa: F811
+    answers, _, _ = api_server
+    path = "/api/v1/namespaces/ns/secrets/db-credentials"
+    answers[("PUT", path)] = (200, {})
+    metadata = {"namespace": "ns", "name": "db-credentials", "resourceVersion": "4"}
+    secret = {"metadata": metadata, "data": {"password": "cA==", "ca.crt": "b2xk"}}
+    _, made = requests(api_server, "update_secret_data", secret, {"ca.crt": None, "uri": "u"})
+    assert made == [("PUT", path, {"metadata": metadata, "data": {"password": "cA==", "uri": "dQ=="}})]
+    assert secret["data"] == {"password": "cA==", "ca.crt": "b2xk"}  # the Secret as read is left as it was

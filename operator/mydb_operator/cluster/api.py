@@ -67,8 +67,8 @@ class ApiPort(Protocol):
         """Create the Secret or replace its content (the operator's certificates only)."""
         ...
 
-    async def update_secret_data(self, namespace: str, name: str, changes: dict[str, str | None]) -> None:
-        """Set (or, for None, remove) these keys of the Secret, the others kept (a merge patch)."""
+    async def update_secret_data(self, secret: dict[str, Any], changes: dict[str, str | None]) -> None:
+        """Replace SECRET as read with these keys set (None: removed); a change made since it was read: 409."""
         ...
 
     async def create_job_once(self, body: dict[str, Any]) -> bool: ...

@@ -35,13 +35,18 @@ class Writes(Connection):
             self.send("PUT", SECRETS.path(namespace, name), body)
 
     @threaded
-    def update_secret_data(self, namespace: str, name: str, changes: dict[str, str | None]) -> None:
-        """A merge patch of the Secret's data: these keys set (base64) or, for None, removed; no resourceVersion,
-        the other keys (the passwords) untouched."""
-        data = {
-            key: None if value is None else base64.b64encode(value.encode()).decode() for key, value in changes.items()
-        }
-        self.send("PATCH", SECRETS.path(namespace, name), {"data": data}, content_type=MERGE_PATCH)
+    def update_secret_data(self, secret: dict[str, Any], changes: dict[str, str | None]) -> None:
+        """Replace the Secret as it was read with these keys set or, for None, removed, the others (the passwords)
+        as they were. It carries the resourceVersion read: a change made since is refused (409), not overwritten.
+        (A replace, not a patch: the operator's Role has update on Secrets, for its certificates, and no patch.)"""
+        body = {**secret, "data": dict(secret.get("data") or {})}
+        for key, value in changes.items():
+            if value is None:
+                body["data"].pop(key, None)
+            else:
+                body["data"][key] = base64.b64encode(value.encode()).decode()
+        metadata = body["metadata"]
+        self.send("PUT", SECRETS.path(metadata["namespace"], metadata["name"]), body)
 
     @threaded
     def label_pod(self, namespace: str, name: str, key: str, value: str) -> None:

@@ -69,5 +69,5 @@ async def refresh_credentials(api: ApiPort, namespace: str, name: str, ca: bytes
         return False
     changes = credentials_update(secret_files(secret), ca)
     if changes:
-        await api.update_secret_data(namespace, secret_name, changes)
+        await api.update_secret_data(secret, changes)
     return True
