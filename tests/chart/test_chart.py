@@ -572,6 +572,8 @@ def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
     assert widened.get("NetworkPolicy", RELEASE)["spec"]["ingress"][0]["from"] == [own, labelled, *elsewhere,
                                                                                      *clients]
     assert render(seed(networkPolicy={"enabled": False})).kinds("NetworkPolicy") == []
+    strict = render(seed(networkPolicy={"enabled": True, "clientLabel": False, "allowedClients": clients}))
+    assert strict.get("NetworkPolicy", RELEASE)["spec"]["ingress"][0]["from"] == [own, operator, *clients]
 
 
 def test_image_by_digest_and_pull_policy(render):
