@@ -228,6 +228,7 @@ def encrypted_rotated_and_replaced(cluster, namespace: str) -> None:
     assert len(renewed) == 1, renewed
 
     # --- The user's certificate (cert-manager's layout) in place of the operator's: one roll, verified by its CA.
+    operators_ca = base64.b64decode(get_json(cluster, "-n", namespace, "secret", f"{NAME}-tls")["data"]["ca.crt"])
     files = user_certificate(namespace)
     body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "platform-cert"},
             "type": "kubernetes.io/tls", "stringData": files}
@@ -247,7 +248,12 @@ def encrypted_rotated_and_replaced(cluster, namespace: str) -> None:
     with_users_ca = client(cluster, namespace, "cat > /tmp/platform-ca.crt <<'EOF'\n" + files["ca.crt"] + "EOF\n"
                            f'PGSSLROOTCERT=/tmp/platform-ca.crt psql "$URI" -XAtc "{ENCRYPTED}"')
     assert with_users_ca.stdout.strip() == "t", with_users_ca.stderr
-    old_ca = client(cluster, namespace, 'psql "$URI" -XAtc "select 1"', check=False)
+    old_ca = client(cluster, namespace, "cat > /tmp/operator-ca.crt <<'EOF'\n" + operators_ca.decode() + "EOF\n"
+                    'PGSSLROOTCERT=/tmp/operator-ca.crt psql "$URI" -XAtc "select 1"', check=False)
     assert old_ca.returncode != 0 and "certificate verify failed" in old_ca.stderr, old_ca.stderr
+    # The credentials Secret follows: its ca.crt is now the user's CA, so a client reading it verifies again.
+    wait_for("the credentials Secret carrying the user's CA", lambda: base64.b64decode(get_json(
+        cluster, "-n", namespace, "secret", f"{NAME}-credentials")["data"]["ca.crt"]).decode() == files["ca.crt"],
+        timeout=60)
     assert sql(cluster, namespace, primary, "select ssl from pg_stat_replication join pg_stat_ssl using (pid)"
                f" where application_name = '{replica}'") == "t"
