@@ -179,12 +179,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def install_crd_and_rbac(cluster) -> Path:
-    """hack/install-dev.sh: the CRD, the operator chart's RBAC, and a kubeconfig for its ServiceAccount."""
+def install_crd_and_rbac(cluster, env: dict[str, str] | None = None) -> Path:
+    """hack/install-dev.sh: the CRD, the operator chart's RBAC, and a kubeconfig for its ServiceAccount. ENV
+    names another cluster than the shared one (private_cluster.py)."""
     kubeconfig = cluster.kubeconfig.parent / "operator-e2e.kubeconfig"
     with sharing.cluster_lock():
         subprocess.run(["bash", str(REPO / "hack" / "install-dev.sh"), str(kubeconfig)], check=True,
-                       env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
+                       env=env or {**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
     return kubeconfig
 
 
