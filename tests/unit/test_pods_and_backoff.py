@@ -77,6 +77,11 @@ def test_a_pod_no_node_takes_is_told_by_the_schedulers_reason() -> None:
     pending["status"]["conditions"][0]["message"] = ("0/4 nodes are available: pod has unbound immediate "
                                                      "PersistentVolumeClaims. not found")
     assert pod_failure(pending) is None
+    # Seen in CI: the scheduler ran before its cache had the claim the StatefulSet controller had just made.
+    pending["status"]["conditions"][0]["message"] = 'persistentvolumeclaim "data-db-0" not found'
+    assert pod_failure(pending) is None
+    pending["status"]["conditions"][0]["message"] = 'persistentvolumeclaim "data-db-0" is being deleted'
+    assert pod_failure(pending) == 'db-0 cannot be scheduled: persistentvolumeclaim "data-db-0" is being deleted'
     pending["status"]["conditions"][0].update(status="True", reason="", message="")
     assert pod_failure(pending) is None
 

@@ -68,13 +68,18 @@ def pod_failure(pod: Object) -> str | None:
     return None
 
 
+# The scheduler's words for a claim on its way: still being bound (the provisioner's to finish), or not yet in
+# its cache (the StatefulSet controller makes the claim just before the pod, and recreates a missing one).
+CLAIM_ON_ITS_WAY = re.compile(r'unbound immediate PersistentVolumeClaims|persistentvolumeclaim "[^"]+" not found')
+
+
 def unscheduled_because(pod: Object) -> str | None:
     """The scheduler's reasons no node takes the pod (resources no node has, a selector nothing matches), or
-    None. Claims still being bound are the provisioner's to finish, not a failure."""
+    None. A claim on its way is no failure."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
             message: str = condition.get("message") or ""
-            if condition.get("status") != "False" or "unbound immediate PersistentVolumeClaims" in message:
+            if condition.get("status") != "False" or CLAIM_ON_ITS_WAY.search(message):
                 return None
             return scheduler_reasons(message) or "no node can take it"
     return None
