@@ -372,7 +372,7 @@ def test_failed_backup_on_real_pods_turns_condition_false_with_one_warning(clust
     container["env"].append({"name": "SERVER_WAIT_SECONDS", "value": "2"})
     failing = {"apiVersion": "batch/v1", "kind": "Job",
                "metadata": {"name": f"{name}-backup-unreachable", "labels": template["metadata"]["labels"]},
-               "spec": template["spec"]}
+               "spec": {**template["spec"], "backoffLimit": 0}}  # the chart's retry, 10 s later, would fail alike
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(failing))
     job = failing["metadata"]["name"]
     outcome = wait_for(f"Job {job} to finish", lambda: job_outcome(cluster, namespace, job), timeout=180)

@@ -213,7 +213,8 @@ def encrypted_rotated_and_replaced(cluster, namespace: str) -> None:
     cluster.kubectl("annotate", "-n", namespace, f"mydb/{NAME}", "myapp.example.com/rotate-certificate=now")
     rotated = wait_for("a new certificate in the Secret", lambda: (c := secret_certificate(
         cluster, namespace, f"{NAME}-tls")).serial_number != issued.serial_number and c, timeout=60)
-    # The kubelet rewrites a Secret's files within about a minute; the operator then reloads each server.
+    # The kubelet rewrites a Secret's files at its next sync of the pod (every 10 s on the real node, a minute by
+    # default); the operator then reloads each server.
     wait_for("both servers presenting the new certificate",
              lambda: every_server_presents(cluster, namespace, rotated.serial_number), timeout=180, interval=1)
     annotations = get_json(cluster, "-n", namespace, "mydb", NAME)["metadata"].get("annotations") or {}
