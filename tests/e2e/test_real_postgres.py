@@ -38,6 +38,13 @@ def sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1
     return result.stdout.strip()
 
 
+def answer(cluster, namespace: str, pod: str, query: str) -> str:
+    """QUERY's output, or its error: to wait for on a replica, where a table made on the primary a moment ago
+    may not have been replayed yet ("relation ... does not exist")."""
+    result = run_sql(cluster, namespace, pod, query)
+    return (result.stdout if result.returncode == 0 else result.stderr).strip()
+
+
 def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
     """3 real pods, ordinal 0 primary, both replicas streaming; a row written on the primary reaches every replica;
     the read-write Service lands on the primary, the read-only one on replicas only; the Secret's URIs work."""
@@ -65,7 +72,7 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
     sql(cluster, namespace, primary, "create table seen (id int primary key, note text); "
                                      "insert into seen values (1, 'written on the primary')")
     for replica in replicas:
-        wait_for(f"the row on {replica}", lambda: sql(cluster, namespace, replica, "select note from seen")
+        wait_for(f"the row on {replica}", lambda: answer(cluster, namespace, replica, "select note from seen")
                  == "written on the primary", timeout=30)
 
     # Many connections through each Service: which kind of server answers.
@@ -132,8 +139,9 @@ def write_rows(cluster, namespace: str, primary: str, first: int = 1, last: int 
 
 
 def rows(cluster, namespace: str, pod: str) -> str:
-    """'count|sum of ids' of the table write_rows filled, as POD serves it."""
-    return sql(cluster, namespace, pod, "select count(*), sum(id) from kept")
+    """'count|sum of ids' of the table write_rows filled, as POD serves it (or why it cannot: a replica may not
+    have replayed the table yet)."""
+    return answer(cluster, namespace, pod, "select count(*), sum(id) from kept")
 
 
 def ready_with_rows(cluster, namespace: str, name: str) -> None:
