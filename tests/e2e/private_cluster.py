@@ -41,6 +41,7 @@ def private_cluster(shared, name: str, port_base: int) -> Iterator[PrivateCluste
            "MYDB_REAL_NODE": "0"}
     own = PrivateCluster(dataclasses.replace(shared, kubeconfig=folder / "admin.kubeconfig"), env)
     try:
+        own.run("down")  # a run killed midway may have left it: start from nothing
         up = own.run("up")
         assert up.returncode == 0, f"the private cluster {name} did not start:\n{up.stderr}"
         yield own
