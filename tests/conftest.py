@@ -34,6 +34,11 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 # subprocess (hack/cluster.py, hack/install-dev.sh, the operator) inherits them.
 os.environ.setdefault("MYDB_CLUSTER_DIR", str(REPO / ".cluster" / "tests"))
 os.environ.setdefault("MYDB_CLUSTER_PORT_BASE", "16500")
+# The test cluster's Go programs (API server, etcd, controllers, kubelet, containerd) and the kubectl and
+# Helm the tests and operators run collect garbage at 5 times their live heap instead of twice: the CPU
+# a run is short of, for memory this host has (a soft cap keeps any one of them under 1.5 GiB).
+os.environ.setdefault("GOGC", "400")
+os.environ.setdefault("GOMEMLIMIT", "1536MiB")
 
 
 @dataclass(frozen=True)
