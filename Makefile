@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 demo: venv node-packages ## start the local control plane and the operator, apply the seed CR, show it Ready
 	bash hack/demo.sh
 
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 QUICK_LOG := .cluster/make-check.log
 test: venv tools scanners postgres node-packages ## every check and test: the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with make check beside them (lint, units, charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
 	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
