@@ -2,7 +2,8 @@
 # Installs what the real node and the image builds take from Debian, only
 # when something is missing; a second run does nothing.
 #
-#   containerd, runc            the container runtime (containerd 1.6 from Debian: the kubelet accepts it)
+#   containerd                  the container runtime (containerd 1.6 from Debian: the kubelet accepts it)
+#   crun                        the OCI runtime containerd runs (in C: an exec probe costs a fraction of runc's)
 #   containernetworking-plugins bridge, host-local and loopback CNI plugins
 #   iptables, conntrack         kube-proxy's Service rules
 #   ipset                       kube-router's NetworkPolicy rules (hack/node_policies.py)
@@ -10,7 +11,7 @@
 #   buildah, debootstrap        images built here from Debian's packages (hack/images.sh)
 set -euo pipefail
 declare -A NEEDS=(
-  [containerd]=containerd [runc]=runc [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
+  [containerd]=containerd [crun]=crun [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
   [buildah]=buildah [debootstrap]=debootstrap [curl]=curl [mkfs.xfs]=xfsprogs [xfs_growfs]=xfsprogs [losetup]=mount
 )
 missing=()

@@ -80,7 +80,7 @@ HOST_COMMANDS = {
     "conntrack": "conntrack",
     "ipset": "ipset",
     "containerd": "containerd",
-    "runc": "runc",
+    "crun": "crun",
     "ctr": "containerd",
     "mkfs.xfs": "xfsprogs",
     "xfs_growfs": "xfsprogs",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -73,7 +74,7 @@ state = "{RUN_DIR / "containerd"}"
   address = "{CONTAINERD_SOCKET}"
 [{cri}]
   sandbox_image = "{pause_image}"
-  # This sandbox lacks CAP_SYS_RESOURCE: runc cannot lower oom_score_adj below ours.
+  # This sandbox lacks CAP_SYS_RESOURCE: the runtime cannot lower oom_score_adj below ours.
   restrict_oom_score_adj = true
   disable_apparmor = true
   netns_mounts_under_state_dir = true
@@ -84,6 +85,9 @@ state = "{RUN_DIR / "containerd"}"
   runtime_type = "io.containerd.runc.v2"
 [{cri}.containerd.runtimes.runc.options]
   SystemdCgroup = false
+  # crun, not runc: every exec probe (pg_isready each second in every database pod) starts the
+  # runtime twice, and runc's Go start-up made that a sixth of a busy test run's CPU (docs/real-node.md).
+  BinaryName = "{shutil.which("crun") or "crun"}"
 [{cri}.cni]
   bin_dir = "{CNI_BIN_DIR}"
   conf_dir = "{cni_conf_dir}"
