@@ -39,6 +39,9 @@
 # images postgres/). Scratch space (a debootstrap tarball per suite, build
 # logs) is under ${MYDB_CACHE:-~/.cache/mydb-operator}/images.
 set -euo pipefail
+# Builds run with runc: buildah would take crun (the real node's runtime) once it is installed, and crun
+# refuses a host whose cgroup2 mount still offers a controller until the node is up (node_containers.py).
+export BUILDAH_RUNTIME="${BUILDAH_RUNTIME:-runc}"
 # A failing command inside $(...) must stop the script too.
 shopt -s inherit_errexit
 

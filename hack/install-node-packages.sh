@@ -4,6 +4,7 @@
 #
 #   containerd                  the container runtime (containerd 1.6 from Debian: the kubelet accepts it)
 #   crun                        the OCI runtime containerd runs (in C: an exec probe costs a fraction of runc's)
+#   runc                        the OCI runtime of the image builds (buildah)
 #   containernetworking-plugins bridge, host-local and loopback CNI plugins
 #   iptables, conntrack         kube-proxy's Service rules
 #   ipset                       kube-router's NetworkPolicy rules (hack/node_policies.py)
@@ -11,7 +12,7 @@
 #   buildah, debootstrap        images built here from Debian's packages (hack/images.sh)
 set -euo pipefail
 declare -A NEEDS=(
-  [containerd]=containerd [crun]=crun [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
+  [containerd]=containerd [crun]=crun [runc]=runc [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
   [buildah]=buildah [debootstrap]=debootstrap [curl]=curl [mkfs.xfs]=xfsprogs [xfs_growfs]=xfsprogs [losetup]=mount
 )
 missing=()

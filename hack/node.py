@@ -43,6 +43,7 @@ from harness import CLUSTER_DIR, PORT_BASE, SAFE_RANGE, STATE_DIR, log, running_
 from node_containers import REGISTRY as REGISTRY  # `as`: hack/cluster.py reads it as node.REGISTRY
 from node_containers import (
     RUN_DIR,
+    free_unified_controllers,
     kill_containers,
     our_mounts,
     our_processes,
@@ -81,6 +82,7 @@ HOST_COMMANDS = {
     "ipset": "ipset",
     "containerd": "containerd",
     "crun": "crun",
+    "runc": "runc",
     "ctr": "containerd",
     "mkfs.xfs": "xfsprogs",
     "xfs_growfs": "xfsprogs",
@@ -183,6 +185,7 @@ def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> N
     setup_network()
     start_registry(bins)
     images = push_images()
+    free_unified_controllers()
     start_containerd(write_containerd_config(images["PAUSE_IMAGE"], write_cni_config()))
     start_local_volumes()
     kubectl("apply", "-f", "-", stdin=json.dumps(coredns_rbac()))

@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import CACHE_DIR, HACK_DIR, PORT_BASE, STATE_DIR, http_ok, run, start, wait_until
+from harness import CACHE_DIR, HACK_DIR, PORT_BASE, STATE_DIR, http_ok, log, run, start, wait_until
 from node_network import CNI_BIN_DIR
 
 REGISTRY = f"127.0.0.1:{PORT_BASE}"
@@ -95,6 +95,20 @@ state = "{RUN_DIR / "containerd"}"
   config_path = "{STATE_DIR / "containerd" / "certs.d"}"
 """)
     return config
+
+
+def free_unified_controllers() -> None:
+    """On a cgroup v1 host whose cgroup2 mount still offers a controller (hugetlb here), crun refuses to run
+    ("cgroups in hybrid mode not supported"): give each such controller a v1 hierarchy of its own, as the
+    others have. The mounts stay after `down`, like the kernel modules the node loads."""
+    unified = Path("/sys/fs/cgroup/unified/cgroup.controllers")
+    if not unified.exists() or not Path("/sys/fs/cgroup/memory").is_dir():
+        return
+    for controller in unified.read_text().split():
+        target = Path("/sys/fs/cgroup") / controller
+        target.mkdir(exist_ok=True)
+        run("mount", "-t", "cgroup", "-o", controller, "cgroup", str(target))
+        log(f"mounted the {controller} cgroup controller at {target} (v1), as crun needs")
 
 
 def start_containerd(config: Path) -> None:
