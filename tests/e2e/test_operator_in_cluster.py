@@ -51,12 +51,13 @@ def in_cluster(cluster, operator, namespace, published, tmp_path):
         yield
     finally:
         helm(cluster, "uninstall", RELEASE, "-n", namespace, "--wait")
+        # An operator for all namespaces (the shared one here, the serial pass's after xdist) refuses to
+        # start while a Lease of this namespace is live. `--wait` sees the Deployment go, not its pods: they
+        # release the Lease on SIGTERM, or it expires.
+        with contextlib.suppress(AssertionError):
+            wait_for("the operator pods' Lease to be free", lambda: lease_free(cluster, namespace, RELEASE),
+                     timeout=60)
         if not beside:
-            # The suite's operator (all namespaces) refuses to start while a Lease of this
-            # namespace is live; the pods release theirs on SIGTERM, or it expires.
-            with contextlib.suppress(AssertionError):
-                wait_for("the operator pods' Lease to be free", lambda: lease_free(cluster, namespace, RELEASE),
-                         timeout=60)
             operator.start()
 
 
