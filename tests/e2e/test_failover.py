@@ -34,7 +34,7 @@ from .primaries import (
     unavailable,
     wait_until,
 )
-from .realnode import NODE_NAME, REGISTRY, pinned_platform, registry_digest
+from .realnode import REGISTRY, pinned_platform, registry_digest
 from .sharing import OWN_PREFIX, create_namespace
 from .test_real_postgres import ROW_FACTS, rows, wait_streaming, write_rows
 from .waiting import get_json, wait_for
@@ -42,6 +42,7 @@ from .waiting import get_json, wait_for
 # One database serves the module's tests in turn: one worker runs them all (tests/conftest.py).
 pytestmark = pytest.mark.e2e
 PODS = ["ha-0", "ha-1", "ha-2"]
+LOST_NODE = "mydb.test/lost-node"  # a finalizer: the pod stays Terminating until the test releases it
 
 
 def status(cluster, namespace: str, name: str = "ha") -> dict:
@@ -404,14 +405,17 @@ def test_a_primary_that_stops_answering_for_less_than_failover_delay_keeps_its_r
 
 
 def test_a_primary_pod_that_cannot_come_back_is_replaced(cluster, ha, second):
-    """The node is cordoned and the primary's pod deleted, as a lost node's pod that cannot return: a replica
-    takes over; once the node takes pods again, the old pod returns as a replica of the new primary."""
+    """The primary's pod is deleted and stays Terminating, as a lost node's pod does until the node is gone: its
+    server stops, and no new pod of that name can start. A replica takes over; once the old pod is released,
+    it returns as a replica of the new primary. (A finalizer holds it: cordoning the node would hold every
+    other test's new pods on it too.)"""
     namespace = second
     cluster.kubectl("patch", "-n", namespace, "mydb/two", "--type=merge", "-p", '{"spec": {"failoverDelay": 0}}')
     write_rows(cluster, namespace, "two-0")
     for pod in ("two-1", "two-2"):
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
-    cluster.kubectl("cordon", NODE_NAME)
+    cluster.kubectl("patch", "pod", "-n", namespace, "two-0", "--type=merge", "-p",
+                    json.dumps({"metadata": {"finalizers": [LOST_NODE]}}))
     try:
         cluster.kubectl("delete", "pod", "-n", namespace, "two-0", "--grace-period=1", "--wait=false")
         wait_for("a new primary", lambda: status(cluster, namespace, "two").get("primary") in ("two-1", "two-2")
@@ -424,10 +428,13 @@ def test_a_primary_pod_that_cannot_come_back_is_replaced(cluster, ha, second):
         wait_for("a write through the read-write Service", lambda: cluster.kubectl(
             "exec", "-n", namespace, other, "-c", "postgres", "--", "sh", "-c", write, check=False).returncode == 0,
             timeout=60)
-        assert get_json(cluster, "-n", namespace, "pod", "two-0")["status"]["phase"] == "Pending"
+        held = get_json(cluster, "-n", namespace, "pod", "two-0")
+        assert held["metadata"].get("deletionTimestamp") and not any(
+            c.get("state", {}).get("running") for c in held["status"].get("containerStatuses") or []), held["status"]
         assert condition(cluster, namespace, "Ready", "two")["status"] == "False"  # 2 of 3 pods: not Ready
     finally:
-        cluster.kubectl("uncordon", NODE_NAME)
+        cluster.kubectl("patch", "pod", "-n", namespace, "two-0", "--type=json", "-p",
+                        json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]), check=False)
     assert rows(cluster, namespace, new) == "101|5151"
     wait_for("two-0 back as a replica", lambda: sql_at(cluster, namespace, "two-0", "select pg_is_in_recovery()")
              == "t", timeout=150)
