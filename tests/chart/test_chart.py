@@ -106,7 +106,8 @@ def test_seed_statefulset(seeded):
     assert env["PRIMARY_RECORD"]["value"] == "/etc/mydatabase/primary/primary"
     for probe in ("startupProbe", "readinessProbe"):
         cmd = pg[probe]["exec"]["command"]
-        assert cmd[0] == "pg_isready" and "127.0.0.1" in cmd, probe
+        # The unix socket: over TCP with TLS on, every probe was a TLS handshake.
+        assert cmd[0] == "pg_isready" and cmd[cmd.index("-h") + 1] == "/var/run/postgresql", probe
     mounts = {m["mountPath"]: m["name"] for m in pg["volumeMounts"]}
     assert mounts["/var/lib/postgresql/data"] == "data"
     assert mounts["/scripts"] == "scripts"
@@ -778,7 +779,7 @@ def test_liveness_fails_only_when_the_server_does_not_answer(render, tmp_path, a
     in crash recovery (1, rejecting) is left to finish; one that does not answer (2) is restarted."""
     pg = render(seed()).get("StatefulSet", RELEASE)["spec"]["template"]["spec"]["containers"][0]
     command = pg["livenessProbe"]["exec"]["command"]
-    assert command[:2] == ["/bin/sh", "-c"] and "-h 127.0.0.1 -p 5432" in command[2]
+    assert command[:2] == ["/bin/sh", "-c"] and "-h /var/run/postgresql -p 5432" in command[2]
     fake = tmp_path / "pg_isready"
     fake.write_text(f"#!/bin/sh\nexit {answer}\n")
     fake.chmod(0o755)
