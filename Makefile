@@ -10,9 +10,16 @@ demo: venv node-packages ## start the local control plane and the operator, appl
 
 TEST_WORKERS ?= 4
 QUICK_LOG := .cluster/make-check.log
-test: venv tools scanners postgres node-packages ## every check and test: the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with make check beside them (lint, units, charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
-	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
-	  mkdir -p $(dir $(QUICK_LOG)); \
+UP_LOG    := .cluster/bringup.log
+
+test: tools node-packages ## every check and test: the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with make check beside them (lint, units, charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
+	@# The test cluster starts (the system's Python: hack/ and bringup.py need no venv) while pip installs the
+	@# venv on one core; should it fail, the tests' cluster fixture tries again and says why.
+	mkdir -p $(dir $(QUICK_LOG)); PYTHONPATH=tests $(PYTHON) -m e2e.bringup > $(UP_LOG) 2>&1 & up_pid=$$!; \
+	  $(MAKE) --no-print-directory venv scanners postgres; made=$$?; \
+	  wait $$up_pid; cat $(UP_LOG); \
+	  [ $$made -eq 0 ] || { PYTHONPATH=tests $(PYTHON) -m e2e.bringup down; exit $$made; }; \
+	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
 	  MYDB_KEEP_CLUSTER=1 $(MAKE) --no-print-directory check TEST_WORKERS=2 > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
 	  $(PY) -m pytest -m serial tests/e2e; serial=$$?; \
 	  wait $$quick_pid; quick=$$?; echo "===== make check, run beside the serial pass ($(QUICK_LOG)) ====="; \

@@ -3,7 +3,8 @@
 The tests run on a control plane of their own, apart from the one `make demo`
 starts: .cluster/tests with ports from 16500 (MYDB_CLUSTER_DIR and
 MYDB_CLUSTER_PORT_BASE choose another). The `cluster` fixture uses it if it
-runs or starts it (hack/cluster.py up); the run's end stops it again only if
+runs or starts it (tests/e2e/bringup.py; `make test` starts it while the venv
+installs); the run's end stops it again only if
 the tests started it (set MYDB_KEEP_CLUSTER=1 to keep it). The host has one
 real node: while the tests run, another cluster that has it (the demo's) is
 paused with `hack/cluster.py stop`, its state kept, and resumed afterwards.
@@ -18,27 +19,15 @@ pytest-xdist workers share the cluster (tests/e2e/sharing.py): tests marked
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e import sharing
+from e2e import bringup, sharing
 
 REPO = Path(__file__).resolve().parent.parent
-CLUSTER_PY = REPO / "hack" / "cluster.py"
 IN_CI = os.environ.get("CI", "").lower() == "true"
-# Set before any test module reads them (tests/e2e/realnode.py: the registry's port); every
-# subprocess (hack/cluster.py, hack/install-dev.sh, the operator) inherits them.
-os.environ.setdefault("MYDB_CLUSTER_DIR", str(REPO / ".cluster" / "tests"))
-os.environ.setdefault("MYDB_CLUSTER_PORT_BASE", "16500")
-# The test cluster's Go programs (API server, etcd, controllers, kubelet, containerd) and the kubectl and
-# Helm the tests and operators run collect garbage at 5 times their live heap instead of twice: the CPU
-# a run is short of, for memory this host has (a soft cap keeps any one of them under 1.5 GiB).
-os.environ.setdefault("GOGC", "400")
-os.environ.setdefault("GOMEMLIMIT", "1536MiB")
 
 
 @dataclass(frozen=True)
@@ -60,42 +49,6 @@ class Cluster:
         return result
 
 
-def _cluster_up() -> tuple[Path, bool]:
-    """Start the cluster if needed; return (kubeconfig, whether we started it)."""
-    already = subprocess.run([sys.executable, str(CLUSTER_PY), "status"], capture_output=True).returncode == 0
-    result = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], text=True, capture_output=True)
-    sys.stderr.write(result.stderr)
-    if result.returncode != 0:
-        raise RuntimeError(f"the local control plane did not start:\n{result.stderr}\n{result.stdout}")
-    match = re.search(r"^export KUBECONFIG=(.+)$", result.stdout, re.M)
-    if not match:
-        raise RuntimeError(f"hack/cluster.py up did not say where the kubeconfig is:\n{result.stdout}")
-    kubeconfig = Path(match.group(1))
-    return kubeconfig, not already
-
-
-def _pause_other_real_node_owner(say) -> dict[str, str] | None:
-    """Stop (keeping its state) another running cluster that has the host's real node; return its environment."""
-    found = subprocess.run([sys.executable, str(CLUSTER_PY), "real-node-owner"], capture_output=True, text=True)
-    if found.returncode != 0:
-        return None
-    other = dict(line.split("=", 1) for line in found.stdout.split())
-    say(f"pausing the cluster in {other['MYDB_CLUSTER_DIR']} while the tests have the real node "
-        "(hack/cluster.py stop; it is resumed after the tests)")
-    subprocess.run([sys.executable, str(CLUSTER_PY), "stop"], env={**os.environ, **other}, check=True,
-                   capture_output=True)
-    return other
-
-
-def _resume(other: dict[str, str], say) -> None:
-    say(f"resuming the cluster in {other['MYDB_CLUSTER_DIR']}")
-    result = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], env={**os.environ, **other},
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        again = " ".join(f"{key}={value}" for key, value in other.items()) + " python3 hack/cluster.py up"
-        say(f"could not resume it ({result.stderr.strip()[-300:]}); `{again}` tries again")
-
-
 def _bin_dir() -> Path:
     out = subprocess.run(["bash", str(REPO / "hack" / "build-tools.sh")], check=True,
                          text=True, capture_output=True).stdout
@@ -114,18 +67,10 @@ def _reporter_line(config: pytest.Config):
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Cluster:
     say = _reporter_line(request.config)
-    paused = None
     try:
-        with sharing.cluster_lock():
-            session = sharing.read_session()
-            paused = _pause_other_real_node_owner(say)
-            kubeconfig, started = _cluster_up()
-            sharing.write_session({"started": bool(session.get("started") or started),
-                                   "paused": session.get("paused") or paused})
-            bin_dir = _bin_dir()
+        kubeconfig = bringup.bring_up(say)  # a no-op when `make test` started it while the venv installed
+        bin_dir = _bin_dir()
     except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
-        if paused:
-            _resume(paused, say)
         if IN_CI:
             pytest.fail(f"CI=true and no control plane: {error}", pytrace=False)
         pytest.skip(f"no local control plane: {error}")
@@ -140,14 +85,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     distributed = bool(session.config.getoption("numprocesses", None))  # xdist's controller collects nothing
     if not distributed and not any("cluster" in getattr(item, "fixturenames", ()) for item in session.items):
         return  # a run without cluster tests (units, charts) leaves a kept cluster to the run that uses it
-    state = sharing.read_session()
-    if not state:
-        return
-    if state.get("started"):
-        subprocess.run([sys.executable, str(CLUSTER_PY), "down"], check=False)
-    if state.get("paused"):
-        _resume(state["paused"], _reporter_line(session.config))
-    sharing.forget_session()
+    bringup.take_down(_reporter_line(session.config))
 
 
 @pytest.fixture
