@@ -24,7 +24,6 @@ from node_kubelet import NODE_NAME
 USER = "mydb:kube-router"
 # Its sets: KUBE-SRC-*, KUBE-DST-* per policy, and kube-router's own.
 OUR_SET = re.compile(r"^(KUBE-|kube-router-)")
-NICENESS = 10
 
 
 def binary() -> Path:
@@ -62,11 +61,6 @@ def start_network_policies(engine: Path, kubeconfig: Path) -> None:
     start(
         "kube-router",
         [
-            # Below the cluster's priority: it rewrites every rule of its node on any pod's change anywhere (18
-            # iptables runs a sync, back to back under a test run's churn). Niced, a sync waits for a free
-            # core, and the changes meanwhile fold into the next one (docs/real-node.md).
-            "nice",
-            f"-n{NICENESS}",
             str(engine),
             f"--kubeconfig={kubeconfig}",
             f"--hostname-override={NODE_NAME}",
