@@ -30,7 +30,8 @@ test: tools node-packages ## every check and test: the e2e tests across TEST_WOR
 lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
 	$(VENV)/bin/ruff check operator bench hack
 	$(VENV)/bin/ruff format --check operator bench hack
-	$(VENV)/bin/mypy
+	@# mypy's cache outside the clone, beside the tools' builds: a fresh clone checks in 1 s instead of 10.
+	MYPY_CACHE_DIR=$${MYDB_CACHE:-$$HOME/.cache/mydb-operator}/mypy $(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 check: venv lint scanners postgres ## the quick tier (under 2 minutes): static checks, then every test that needs no cluster (units, charts, hack/ scripts, PostgreSQL scripts)
