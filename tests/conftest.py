@@ -178,11 +178,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_running_order)
 
 
-def _running_order(item: pytest.Item) -> tuple[bool, bool, bool]:
-    """The tests that restart the cluster last; first the `long` ones, then the others on real pods. xdist hands
-    out tests in this order (after the modules kept on one worker), and a long test handed out last would end the
-    parallel pass alone: CI's runs spent their last 3 to 4 minutes on 2 cores a third to three quarters busy."""
+def _running_order(item: pytest.Item) -> tuple[bool, bool, bool, bool]:
+    """The tests that restart the cluster last, the one that leaves it down last of all; first the `long` ones, then
+    the others on real pods. xdist hands out tests in this order (after the modules kept on one worker), and a long
+    test handed out last would end the parallel pass alone: CI's runs spent their last 3 to 4 minutes on 2 cores a
+    third to three quarters busy."""
     return (
+        item.get_closest_marker("leaves_cluster_down") is not None,
         item.get_closest_marker("restarts_cluster") is not None,
         item.get_closest_marker("long") is None,
         "real_operator" not in getattr(item, "fixturenames", ()),
