@@ -11,8 +11,10 @@ recover.sh, wal-restore.sh).
 from __future__ import annotations
 
 import copy
+import os
 import secrets
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -250,3 +252,18 @@ def test_a_database_of_the_old_major_recovers_from_the_archive_an_upgrade_kept(r
     assert code == 1 and not served
     assert "the archive in" in refused.logs() and "is PostgreSQL 16's and this is PostgreSQL 15" in refused.logs()
     assert not refused.pgdata.exists() or not any(refused.pgdata.iterdir())
+
+
+def test_the_archive_stops_at_once_on_the_pods_sigterm_with_nothing_left_running(source):
+    """Kubernetes stops a pod with SIGTERM to its container's PID 1, here the script's shell, which ignores a
+    signal it has no trap for (the pod then waited out its 30 s grace period on every deletion and roll). Only
+    the shell gets it, as there: the script stops its pg_receivewal and ends, and nothing of it stays behind.
+    What was streamed before stays in the archive."""
+    source.pod.sql("INSERT INTO t (kind) VALUES ('before the stop')")
+    source.archived()
+    shell = source.archive.proc
+    os.kill(shell.pid, signal.SIGTERM)
+    assert shell.wait(timeout=5) == 0, source.archive.logs()
+    with pytest.raises(ProcessLookupError):  # the process group: the script and its pg_receivewal
+        os.killpg(shell.pid, 0)
+    assert any((source.backups / "wal").iterdir())

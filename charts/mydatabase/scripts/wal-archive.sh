@@ -47,6 +47,20 @@ mkdir -p "$ARCHIVE_DIR"
 connection="application_name=mydb-archive connect_timeout=5 tcp_user_timeout=10000"
 connection="$connection keepalives_idle=10 keepalives_interval=5 keepalives_count=3"
 
+# Kubernetes stops the pod with SIGTERM to this shell, PID 1 of its container, which ignores any signal it
+# has no trap for: every deletion, roll and drain of the pod waited out its 30 s grace period. The stream
+# runs in the background so that the trap runs at once; SIGINT is pg_receivewal's clean stop, and with
+# --synchronous everything it acknowledged is on disk already.
+streamer=""
+stop() {
+  if [ -n "$streamer" ]; then
+    kill -INT "$streamer" 2>/dev/null || true
+    wait "$streamer" 2>/dev/null || true
+  fi
+  exit 0
+}
+trap stop TERM INT
+
 while :; do
   if pg_receivewal -d "$connection" --slot="$slot" --create-slot --if-not-exists --no-password; then
     # --synchronous flushes each write; --no-loop hands a lost connection back here, to make the slot
@@ -54,7 +68,10 @@ while :; do
     # tells the operator the archive is alive (policy/archive.py).
     touch "$STREAMING_FILE"
     pg_receivewal -d "$connection" -D "$ARCHIVE_DIR" --slot="$slot" --synchronous --no-loop \
-      --status-interval=5 --no-password || echo "wal-archive: streaming from $PGHOST stopped; reconnecting" >&2
+      --status-interval=5 --no-password &
+    streamer=$!
+    wait "$streamer" || echo "wal-archive: streaming from $PGHOST stopped; reconnecting" >&2
+    streamer=""
     rm -f "$STREAMING_FILE"
   else
     echo "wal-archive: cannot reach a primary at $PGHOST:${PGPORT:-5432} to make slot $slot; retrying" >&2
