@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import psql
 from .realnode import images, on_real_node
 from .waiting import get_json, wait_for
 
@@ -53,10 +54,8 @@ def resume(pid: int) -> bool:
 
 
 def sql_at(cluster, namespace: str, pod: str, query: str) -> str | None:
-    """QUERY on POD's own server as the superuser; None when it does not answer."""
-    line = ('PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" PGCONNECT_TIMEOUT=3 '
-            f'psql -h 127.0.0.1 -U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -XAtqc "{query}"')
-    result = cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
+    """QUERY on POD's own server as the superuser; None when it does not answer within 3 s."""
+    result = psql.run(cluster, namespace, pod, query, connect_timeout=3)
     return result.stdout.strip() if result.returncode == 0 else None
 
 

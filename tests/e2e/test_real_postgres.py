@@ -16,6 +16,7 @@ import time
 import pytest
 import yaml
 
+from . import psql
 from .conftest import wait_ready
 from .realnode import NODE_NAME, REGISTRY, REPO, images, on_real_node
 from .waiting import get_json, printed, wait_for
@@ -24,15 +25,17 @@ pytestmark = pytest.mark.e2e
 SEED = yaml.safe_load((REPO / "examples" / "production-db.yaml").read_text())
 
 
-def run_sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1"):
-    """Run QUERY with psql inside POD as the database's superuser, over TCP (scram, as clients do)."""
-    # The credentials as files; a pod of a chart before 0.2.0 (the upgrade test) had them as env vars.
-    line = ('PGPASSWORD="${POSTGRES_PASSWORD:-$(cat "$CREDENTIALS_DIR/password")}" '
-            f'psql -h {host} -U "${{POSTGRES_USER:-$(cat "$CREDENTIALS_DIR/username")}}" -d postgres -Atc "{query}"')
+def run_sql(cluster, namespace: str, pod: str, query: str, *, host: str | None = None):
+    """Run QUERY as the database's superuser over TCP (scram, as clients do): on POD's own server from the
+    host (psql.py), or, given HOST, with psql inside POD to that address (a Service's name: its routing)."""
+    if host is None:
+        return psql.run(cluster, namespace, pod, query)
+    line = ('PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" '
+            f'psql -h {host} -U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -XAtqc "{query}"')
     return cluster.kubectl("exec", "-n", namespace, pod, "-c", "postgres", "--", "sh", "-c", line, check=False)
 
 
-def sql(cluster, namespace: str, pod: str, query: str, *, host: str = "127.0.0.1") -> str:
+def sql(cluster, namespace: str, pod: str, query: str, *, host: str | None = None) -> str:
     result = run_sql(cluster, namespace, pod, query, host=host)
     assert result.returncode == 0, f"{pod}: {query}: {result.stderr}"
     return result.stdout.strip()

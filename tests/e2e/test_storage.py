@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from . import psql
 from .conftest import wait_ready
 from .realnode import images, on_real_node
 from .test_faults import event_count, warning_events
@@ -56,12 +57,10 @@ def claim_sizes(cluster, namespace: str, name: str) -> list[str]:
 def insert_megabytes(cluster, namespace: str, primary: str, first: int, megabytes: int):
     """Rows of 1 KiB (incompressible enough: md5 text), about MEGABYTES of them, ids from FIRST."""
     last = first + megabytes * 1024 - 1
-    return in_postgres(cluster, namespace, primary,
-                       'PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" psql -h 127.0.0.1 '
-                       '-U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -v ON_ERROR_STOP=1 -Atc '
-                       '"create table if not exists filler (id int primary key, pad text); '
-                       "insert into filler select i, repeat(md5(i::text), 32) "
-                       f'from generate_series({first}, {last}) i"')
+    return psql.run(cluster, namespace, primary,
+                    "create table if not exists filler (id int primary key, pad text); "
+                    f"insert into filler select i, repeat(md5(i::text), 32) from generate_series({first}, {last}) i",
+                    stop_on_error=True)
 
 
 @pytest.mark.long
