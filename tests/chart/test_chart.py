@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from manifests import documents
 
 # Not imported from conftest: with several test folders, "conftest" is ambiguous.
 CHART = Path(__file__).resolve().parents[2] / "charts" / "mydatabase"
@@ -373,8 +374,8 @@ def test_only_the_scripts_database_pods_run_restart_them(helm, tmp_path, script,
     def checksum(chart):
         res = helm("template", RELEASE, str(chart), values=seed())
         assert res.returncode == 0, res.stderr
-        [sts] = [d for d in yaml.safe_load_all(res.stdout)
-                 if d and d["kind"] == "StatefulSet" and d["metadata"]["name"] == RELEASE]
+        [sts] = [d for d in documents(res.stdout)
+                 if d["kind"] == "StatefulSet" and d["metadata"]["name"] == RELEASE]
         return sts["spec"]["template"]["metadata"]["annotations"]["checksum/scripts"]
 
     changed = tmp_path / "chart"
@@ -805,7 +806,7 @@ def test_names_and_values_yaml_would_read_as_numbers_or_booleans_stay_strings(he
         else:
             yield path, node
 
-    for doc in (d for d in yaml.safe_load_all(res.stdout) if d):
+    for doc in documents(res.stdout):
         for path, value in scalars(doc):
             if path.endswith((".name", ".instance", "storageClassName", "secretName", "claimName", ".value")):
                 assert isinstance(value, str), (doc["kind"], path, value)

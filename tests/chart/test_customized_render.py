@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from manifests import documents
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "mydatabase"
@@ -38,7 +39,7 @@ def cli(helm_bin, *args, platform=None, tmp_path=None, env=None):
 
 
 def by_kind_name(text):
-    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(text) if d}
+    return {(d["kind"], d["metadata"]["name"]): d for d in documents(text)}
 
 
 def test_render_applies_platform_values_and_object_patches(helm_bin, tmp_path):

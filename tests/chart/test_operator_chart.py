@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from manifests import documents
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "mydatabase-operator"
@@ -61,7 +62,7 @@ LEASE_LIST_RIGHTS = {("coordination.k8s.io", "leases"): {"list"}}
 
 class Rendered:
     def __init__(self, text: str):
-        self.docs = [d for d in yaml.safe_load_all(text) if d]
+        self.docs = documents(text)
         self.by_key = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in self.docs}
         assert len(self.by_key) == len(self.docs), "duplicate objects in the output"
 
