@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e import bringup, sharing
+from e2e import apiwrites, bringup, sharing
 
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -98,7 +98,7 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> str:
         call.sections.append((f"namespace {name} after the failure", _what_happened(cluster, name)))
     if name.startswith(sharing.OWN_PREFIX) and sharing.WORKER:
         _release_finalizers(cluster, name)
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    apiwrites.delete_namespace(cluster.kubeconfig, name)
 
 
 def _release_finalizers(cluster: Cluster, namespace: str) -> None:

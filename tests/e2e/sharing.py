@@ -49,9 +49,11 @@ def namespace_name(stem: str, prefix: str = PREFIX) -> str:
 
 def create_namespace(cluster, stem: str, *labels: str, prefix: str = PREFIX) -> str:
     """Create and label (mydb.test/e2e=true, plus `labels`) a namespace of this worker; return its name."""
+    from . import apiwrites  # here: bringup.py imports this module under the system's Python, without the venv
+
     name = namespace_name(stem, prefix)
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, "mydb.test/e2e=true", *labels)
+    apiwrites.create_namespace(cluster.kubeconfig, name, dict(label.split("=", 1) for label in
+                                                             ("mydb.test/e2e=true", *labels)))
     return name
 
 
