@@ -181,9 +181,11 @@ def test_a_full_volume_degrades_without_failover_and_growth_brings_it_back(clust
     said = condition["message"]
     assert primary in said and ("% used" in said or "No space left on device" in said), condition
     # One Warning per change of what is full (a pod's figures, then its server's last words), not per pass.
+    # The operator posts it after it stores the status (kopf sends Events from a queue): wait for the first.
     told = [(w.get("lastTimestamp"), w.get("count"), w["message"])
-            for w in warning_events(cluster, namespace, name, "DiskFull")]
-    assert 1 <= len(told) <= 3, "\n".join(map(str, told))
+            for w in wait_for("the DiskFull Warning", lambda: warning_events(cluster, namespace, name, "DiskFull"),
+                              timeout=15)]
+    assert len(told) <= 3, "\n".join(map(str, told))
     time.sleep(10)  # the primary stays the primary: nothing to gain from a replica as full
     database = get_json(cluster, "-n", namespace, "mydb", name)
     assert database["status"].get("primary") == primary, database["status"]
