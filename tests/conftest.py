@@ -112,11 +112,14 @@ def _release_finalizers(cluster: Cluster, namespace: str) -> None:
 
 def _namespace_prefix(request: pytest.FixtureRequest) -> str:
     """The worker's real-node namespaces for tests on real pods, its own-operator ones for tests marked
-    `own_operator` (tests/e2e/sharing.py), else its shared operator's."""
+    `own_operator`, unwatched ones for tests marked `no_operator` (tests/e2e/sharing.py), else its shared
+    operator's."""
     if "real_operator" in request.fixturenames:
         return sharing.REAL_PREFIX
     if request.node.get_closest_marker("own_operator"):
         return sharing.OWN_PREFIX
+    if request.node.get_closest_marker("no_operator"):
+        return sharing.UNWATCHED_PREFIX
     return sharing.PREFIX
 
 

@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .sharing import create_namespace
+from . import apiwrites
+from .sharing import UNWATCHED_PREFIX, create_namespace
 from .waiting import get_json, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "examples" / "production-db.yaml"
 CRD_NAME = "mydatabases.myapp.example.com"
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.no_operator]
 
 VALID = {"replicas": 1, "version": "15.2", "storage": "1Gi"}
 DAILY = {"schedule": "0 2 * * *"}
@@ -59,9 +60,9 @@ def corpus_namespace(cluster, crd):
     The cases store nothing but the valid starting points of the update cases,
     so they need no namespace each; sharing one keeps the module fast.
     """
-    name = create_namespace(cluster, "admission-corpus")
+    name = create_namespace(cluster, "admission-corpus", prefix=UNWATCHED_PREFIX)
     yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    apiwrites.delete_namespace(cluster.kubeconfig, name)
 
 
 def object_name(case_id: str) -> str:
