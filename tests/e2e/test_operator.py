@@ -230,6 +230,9 @@ def test_a_deleted_namespace_goes_with_its_database(cluster, operator, namespace
     # watching the namespace, else the daemon.
     told = operator.log_since_start()
     assert f"{namespace}/tenant: deleted" in told or f"{namespace}/tenant: the namespace is being deleted" in told
+    # The namespace controller deletes the StatefulSet and Services before the database: no Helm run puts them
+    # back (it would be refused, with a HelmFailed Warning no one could read).
+    assert f"{namespace}/tenant: putting back" not in told and f"{namespace}/tenant: HelmFailed" not in told
 
 
 def test_render_equals_what_the_operator_applied(cluster, operator, namespace):

@@ -165,6 +165,28 @@ def test_an_unreachable_api_during_growth_is_left_to_the_daemons_back_off(api: F
     assert helm.upgrades == []
 
 
+def installed_as_decided(runtime: Runtime) -> Target:
+    """A database installed with the values decide() makes now: only a drift makes Helm run (a repair)."""
+    first = run(decide(target(), Observation(), runtime))
+    return target({**INSTALLED, "appliedHash": first.values_hash}, SETTLED)
+
+
+def test_a_drift_is_put_back_by_helm(api: FakeApi, helm: FakeHelm, runtime: Runtime) -> None:
+    outcome = acted(runtime, installed_as_decided(runtime), running(replicas=5))
+    assert len(helm.upgrades) == 1 and outcome.problem is None
+    assert outcome.operation is not None and outcome.operation["type"] == "Repair"
+
+
+def test_nothing_is_put_back_in_a_namespace_being_deleted(api: FakeApi, helm: FakeHelm, runtime: Runtime) -> None:
+    """Its objects go first and the database last: Helm would be refused, and the pass lets the database go."""
+    api.terminating.add("ns")
+    gone = Observation(statefulset=None, services=sorted(names.release_services("db")))
+    outcome = acted(runtime, installed_as_decided(runtime), gone)
+    assert helm.upgrades == [] and ("namespace_terminating", "ns") in api.reads
+    assert outcome.problem == Problem("NamespaceDeleting", "the namespace is being deleted: the StatefulSet is missing")
+    assert outcome.operation == SETTLED and reasons(outcome) == []
+
+
 def test_a_helm_failure_keeps_the_last_release(api: FakeApi, helm: FakeHelm, runtime: Runtime) -> None:
     helm.failure = "UPGRADE FAILED: timed out"
     outcome = acted(runtime, target(INSTALLED, SETTLED, replicas=3), running())

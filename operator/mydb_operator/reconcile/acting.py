@@ -60,7 +60,13 @@ async def act(target: Target, observed: Observation, decision: Decision, runtime
             # A quota, a policy or the volume's driver said no: status says which, Helm waits.
             outcome.problem = Problem("ResizeFailed", f"growing the claims to {spec.storage}: {failure_detail(error)}")
             return outcome
-    if decision.repair:  # said before Helm runs: a run that fails after changing objects still names the drift
+    if decision.repair:
+        # A namespace being deleted takes the objects first and the database (its finalizer) last: nothing
+        # is put back there (Helm would be refused). The failed pass lets the database go (namespace_deletion).
+        if await runtime.api.namespace_terminating(namespace):
+            outcome.problem = Problem("NamespaceDeleting", f"the namespace is being deleted: {decision.why}")
+            return outcome
+        # Said before Helm runs: a run that fails after changing objects still names the drift.
         log.info("%s/%s: putting back a change made outside the operator: %s", namespace, name, decision.why)
     try:
         result = await runtime.helm.upgrade(namespace, name, decision.values)
