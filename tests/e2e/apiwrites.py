@@ -1,4 +1,5 @@
-"""The namespace every test gets, made and deleted through the API server itself, over one kept connection.
+"""The namespace every test gets, made (ready for pods) and deleted through the API server itself, over one kept
+connection.
 
 kubectl made each in two calls (create, then label) and deleted it in a third: some 300 processes a run,
 each about 0.05 s of CPU and a TLS handshake on 2 cores the cluster under test needs."""
@@ -6,6 +7,7 @@ each about 0.05 s of CPU and a TLS handshake on 2 cores the cluster under test n
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 from kubernetes import client, config
@@ -22,9 +24,29 @@ def core(kubeconfig: Path) -> client.CoreV1Api:
     return _core(str(kubeconfig), kubeconfig.stat().st_mtime)
 
 
-def create_namespace(kubeconfig: Path, name: str, labels: dict[str, str]) -> None:
-    body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels))
-    core(kubeconfig).create_namespace(body, _request_timeout=60)
+def create_namespace(kubeconfig: Path, name: str, labels: dict[str, str], timeout: float = 30) -> None:
+    """Create NAME and wait until it is ready for pods: controllers add its default ServiceAccount and its
+    kube-root-ca.crt ConfigMap a moment after, and a pod created before its ServiceAccount is refused."""
+    api = core(kubeconfig)
+    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)),
+                         _request_timeout=60)
+    deadline = time.monotonic() + timeout
+    while not _ready_for_pods(api, name):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"namespace {name}: no default ServiceAccount or kube-root-ca.crt "
+                                 f"after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def _ready_for_pods(api: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        api.read_namespaced_service_account("default", namespace, _request_timeout=10)
+        api.read_namespaced_config_map("kube-root-ca.crt", namespace, _request_timeout=10)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
 
 
 def delete_namespace(kubeconfig: Path, name: str) -> None:
