@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -448,14 +449,18 @@ def cmd_up(_: argparse.Namespace) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     make_pki()
     write_kubeconfigs()
-    start_etcd(bins)
-    start_apiserver(bins)
-    start_controllers(bins)
-    start_kwok(bins)
-    start_volume_agent()
-    install_cluster_objects(bins)
-    if node.enabled():
-        node.up(bins, lambda *args, stdin=None: kubectl(bins, *args, stdin=stdin), kubeconfig_for)
+    # The real node's host part (network, registry, images, containerd) needs no API server: it is done
+    # beside the control plane's start, which it used to follow (about 3 of a start's 11 s).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as beside:
+        host = beside.submit(node.prepare_host, bins) if node.enabled() else None
+        start_etcd(bins)
+        start_apiserver(bins)
+        start_controllers(bins)
+        start_kwok(bins)
+        start_volume_agent()
+        install_cluster_objects(bins)
+        if host is not None:
+            node.join(host.result(), bins, lambda *args, stdin=None: kubectl(bins, *args, stdin=stdin), kubeconfig_for)
     log("cluster is up")
     print_usage(bins)
 

@@ -168,11 +168,9 @@ def host_problems() -> list[str]:
     return problems
 
 
-def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> None:
-    """Start the real node on a running control plane.
-
-    kubectl(*args, stdin=...) runs the admin kubectl; kubeconfig_for(name)
-    writes a kubeconfig for PKI_DIR/name.{crt,key} and returns its path."""
+def prepare_host(bins: Path) -> Path:
+    """The real node's part that needs no API server (its network, registry, images and containerd):
+    hack/cluster.py does it while the control plane starts. Returns the network policy engine for `join`."""
     problems = host_problems()
     if problems:
         raise SystemExit(
@@ -187,6 +185,14 @@ def up(bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> N
     images = push_images()
     free_unified_controllers()
     start_containerd(write_containerd_config(images["PAUSE_IMAGE"], write_cni_config()))
+    return engine
+
+
+def join(engine: Path, bins: Path, kubectl: Kubectl, kubeconfig_for: Callable[[str], Path]) -> None:
+    """The rest, on the running control plane: volumes, DNS, the kubelet, Services and NetworkPolicies.
+
+    kubectl(*args, stdin=...) runs the admin kubectl; kubeconfig_for(name)
+    writes a kubeconfig for PKI_DIR/name.{crt,key} and returns its path."""
     start_local_volumes()
     kubectl("apply", "-f", "-", stdin=json.dumps(coredns_rbac()))
     start_coredns(bins, kubeconfig_for("coredns"))
