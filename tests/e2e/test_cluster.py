@@ -202,12 +202,13 @@ def test_a_thousand_claims_bind_and_grow(cluster, namespace):
     """The simulated storage driver keeps up with 1000 claims: all bind, and grown ones reach their size."""
     from kubernetes import client, config
 
-    claims = [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"c{i}"},
-               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
-              for i in range(1000)]
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                            "items": claims}))
     core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
+    # Created one request each, as a controller would (`kubectl apply` read the namespace and the claim first).
+    for i in range(1000):
+        core.create_namespaced_persistent_volume_claim(namespace, {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"c{i}"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+            _preload_content=False)
 
     # Polled as plain JSON: the client's models cost about a second of CPU per list of 1000.
     def listed() -> list[dict]:
