@@ -20,7 +20,7 @@ test: tools node-packages ## every check and test: the e2e tests across TEST_WOR
 	  wait $$up_pid; cat $(UP_LOG); \
 	  [ $$made -eq 0 ] || { PYTHONPATH=tests $(PYTHON) -m e2e.bringup down; exit $$made; }; \
 	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
-	  MYDB_KEEP_CLUSTER=1 $(MAKE) --no-print-directory check TEST_WORKERS=2 > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
+	  MYDB_KEEP_CLUSTER=1 $(MAKE) --no-print-directory check TEST_WORKERS=3 > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
 	  $(PY) -m pytest -m serial tests/e2e; serial=$$?; \
 	  wait $$quick_pid; quick=$$?; echo "===== make check, run beside the serial pass ($(QUICK_LOG)) ====="; \
 	  cat $(QUICK_LOG); \
