@@ -234,6 +234,7 @@ def down(grace: float = 0) -> None:
     unmount_all()  # the pods' mounts, then the volumes' (deepest first): `-o loop` devices go with them
     remove_network()
     node_policies.remove_sets()
+    node_policies.remove_cpu_cap()
     remove_cgroups()
     shutil.rmtree(RUN_DIR, ignore_errors=True)
     release()
@@ -249,6 +250,7 @@ def leftovers() -> list[str]:
     found += [f"link {link}" for link in our_links()]
     found += [f"iptables {table} chain {chain}" for table, chains in our_chains().items() for chain in chains]
     found += [f"ipset {name}" for name in node_policies.our_sets()]
+    found += [f"cgroup {group}" for group in node_policies.CPU_GROUPS if group.is_dir()]
     if route_present():
         found.append(f"route unreachable {SAFE_RANGE}")
     if RUN_DIR.exists():

@@ -18,10 +18,17 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from harness import HACK_DIR, SERVICE_CIDR, make_cert, run, start, user_cluster_role, wait_until
+from harness import HACK_DIR, SERVICE_CIDR, log, make_cert, run, running_pid, start, user_cluster_role, wait_until
 from node_kubelet import NODE_NAME
 
 USER = "mydb:kube-router"
+# Its firewall controller rewrites the node's rules after every change of any pod in the cluster (kwok's
+# too), one sync right after the other while pods come and go, each some 20 iptables runs: about a tenth
+# of the test run's CPU. Under a cap, changes that arrive during a sync wait for the next one, as under
+# kube-proxy's --iptables-min-sync-period: fewer syncs, each a second or two later at most.
+CPU_CAP = 0.05  # of one core
+CPU_PERIOD_US = 100_000
+CPU_GROUPS = (Path("/sys/fs/cgroup/cpu/mydb-kube-router"), Path("/sys/fs/cgroup/mydb-kube-router"))  # v1, v2
 # Its sets: KUBE-SRC-*, KUBE-DST-* per policy, and kube-router's own.
 OUR_SET = re.compile(r"^(KUBE-|kube-router-)")
 
@@ -76,6 +83,41 @@ def start_network_policies(engine: Path, kubeconfig: Path) -> None:
         ],
     )
     wait_until("kube-router (NetworkPolicy)", programmed, process="kube-router")
+    cap_cpu()
+
+
+def cap_cpu() -> None:
+    """Once its first rules are written: kube-router and the iptables it runs get CPU_CAP of a core
+    (a cgroup of the cpu controller, v1 or v2). A host that offers neither runs it uncapped."""
+    pid = running_pid("kube-router")
+    quota = str(int(CPU_CAP * CPU_PERIOD_US))
+    v1, v2 = CPU_GROUPS
+    try:
+        if v1.parent.is_dir():
+            v1.mkdir(exist_ok=True)
+            (v1 / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (v1 / "cpu.cfs_quota_us").write_text(quota)
+            group = v1
+        else:
+            (v2.parent / "cgroup.subtree_control").write_text("+cpu")
+            v2.mkdir(exist_ok=True)
+            (v2 / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}")
+            group = v2
+        (group / "cgroup.procs").write_text(str(pid))
+    except OSError as error:
+        log(f"kube-router runs without a CPU cap ({error})")
+        return
+    log(f"kube-router capped at {CPU_CAP:.0%} of a core ({group})")
+
+
+def remove_cpu_cap() -> None:
+    """After kube-router and its iptables runs are gone: a cgroup with a process in it cannot go."""
+    for group in CPU_GROUPS:
+        if group.is_dir():
+            try:
+                group.rmdir()
+            except OSError as error:
+                log(f"could not remove {group}: {error}")
 
 
 def our_sets() -> list[str]:
