@@ -72,6 +72,7 @@ def proxy(cluster, namespace: str, pod: str, port: int, path: str) -> subprocess
 
 
 @pytest.mark.own_operator
+@pytest.mark.long  # its set-up (an image pull, two operator pods) and call take about 45 s: handed out last, it ended the pass
 def test_operator_pods_run_locked_down_and_hand_over(cluster, in_cluster, namespace):
     """Both replicas run from the built image on the real node, as a non-root uid on a read-only root
     filesystem under the chart's ServiceAccount; the leader manages a database on real pods; deleting the
