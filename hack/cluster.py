@@ -473,13 +473,13 @@ def print_usage(bins: Path) -> None:
         print(f"# real node {node.NODE_NAME}: pods tolerate {node.NODE_LABEL}=true:NoSchedule; images: {node.REGISTRY}")
 
 
-def stop_processes(grace: float = 0) -> None:
+def stop_processes(grace: float = 0, pause: bool = False) -> None:
     stop(OPERATOR)
     taken = real_node_taken()
     if taken:
         log(f"leaving the real node alone: {taken}")
     elif node.enabled():
-        node.down(grace)
+        node.down(grace, pause)
     for name in reversed(CONTROL_PLANE):
         stop(name)
 
@@ -487,7 +487,7 @@ def stop_processes(grace: float = 0) -> None:
 def cmd_stop(_: argparse.Namespace) -> None:
     """Pause: every process goes (the real node's network too), the state stays; `up` resumes it.
     The containers get 30 s to end on SIGTERM, so that PostgreSQL shuts down cleanly."""
-    stop_processes(grace=30)
+    stop_processes(grace=30, pause=True)
     log(f"cluster is stopped; its state is kept in {STATE_DIR}: `up` resumes it, `down` removes it")
 
 

@@ -43,6 +43,7 @@ from harness import CLUSTER_DIR, PORT_BASE, SAFE_RANGE, STATE_DIR, log, running_
 from node_containers import REGISTRY as REGISTRY  # `as`: hack/cluster.py reads it as node.REGISTRY
 from node_containers import (
     RUN_DIR,
+    forget_containers,
     free_unified_controllers,
     kill_containers,
     our_mounts,
@@ -222,13 +223,16 @@ def start_local_volumes() -> None:
 # -------------------------------------------------------------------- down
 
 
-def down(grace: float = 0) -> None:
-    """Remove everything `up` made on this host; safe to run on a half-started or half-dead node.
-    GRACE: seconds the containers get to end on SIGTERM before they are killed (a pause keeps their data)."""
+def down(grace: float = 0, pause: bool = False) -> None:
+    """Remove everything `up` made on this host but the images; safe to run on a half-started or half-dead node.
+    GRACE: seconds the containers get to end on SIGTERM before they are killed. PAUSE: `stop`, which `up`
+    resumes: containerd keeps the containers' records (their data is on the volumes either way)."""
     stop("kubelet")
     if grace:
         terminate_containers(grace)
     kill_containers()
+    if not pause:
+        forget_containers()
     for name in ("kube-router", "kube-proxy", "coredns", "local-volumes", "containerd", "registry"):
         stop(name)
     unmount_all()  # the pods' mounts, then the volumes' (deepest first): `-o loop` devices go with them

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 from harness import CACHE_DIR, HACK_DIR, PORT_BASE, STATE_DIR, http_ok, log, run, start, wait_until
@@ -19,6 +20,9 @@ from node_network import CNI_BIN_DIR
 
 REGISTRY = f"127.0.0.1:{PORT_BASE}"
 REGISTRY_DIR = CACHE_DIR / "registry"  # outlives `down`: images are pushed once
+# containerd's store outlives `down` too, so images are unpacked once: a new cluster's first pods waited 12 s for
+# postgres:15 and the major upgrade 21 s for 17. One per port base (its images are named by the registry's port).
+CONTAINERD_ROOT = CACHE_DIR / f"containerd-{PORT_BASE}"
 # Unix sockets have a 108-byte path limit: keep them out of a deep checkout.
 RUN_DIR = Path(f"/run/mydb-cluster-{PORT_BASE}")
 CONTAINERD_SOCKET = RUN_DIR / "containerd.sock"
@@ -68,7 +72,7 @@ def write_containerd_config(pause_image: str, cni_conf_dir: Path) -> Path:
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     config = STATE_DIR / "containerd.toml"
     config.write_text(f"""version = 2
-root = "{STATE_DIR / "containerd" / "root"}"
+root = "{CONTAINERD_ROOT}"
 state = "{RUN_DIR / "containerd"}"
 [grpc]
   address = "{CONTAINERD_SOCKET}"
@@ -114,11 +118,70 @@ def free_unified_controllers() -> None:
 def start_containerd(config: Path) -> None:
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     start("containerd", ["containerd", "--config", str(config)])
-    wait_until(
-        "containerd",
-        lambda: run("ctr", "--address", str(CONTAINERD_SOCKET), "version", check=False).returncode == 0,
-        process="containerd",
-    )
+    wait_until("containerd", lambda: ctr("version", check=False).returncode == 0, process="containerd")
+    forget_stale_images()
+
+
+def ctr(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """containerd's own client, in the namespace the kubelet's images and containers live in."""
+    return run("ctr", "--address", str(CONTAINERD_SOCKET), "--namespace", "k8s.io", *args, check=check)
+
+
+def is_tag(name: str) -> bool:
+    """host/repository:tag, not host/repository@digest nor the image id sha256:..."""
+    return "@" not in name and not name.startswith("sha256:") and ":" in name.rsplit("/", 1)[-1]
+
+
+def stale_images(stored: dict[str, str], registry: dict[str, str | None]) -> list[str]:
+    """Names to forget from STORED (image name -> manifest digest): every tag whose digest the registry no longer
+    serves (an image rebuilt under its tag, such as the operator's), and the other names (repository@digest,
+    the id) of an image no kept tag names. REGISTRY: tag -> the digest the registry has, None if it has none."""
+    stale = {name for name, digest in stored.items() if is_tag(name) and registry.get(name) != digest}
+    kept = {digest for name, digest in stored.items() if is_tag(name) and name not in stale}
+    gone = {stored[name] for name in stale} - kept
+    return sorted(stale | {name for name, digest in stored.items() if not is_tag(name) and digest in gone})
+
+
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+
+
+def registry_digest(name: str) -> str | None:
+    """The manifest digest the loopback registry serves for NAME (any registry host resolves to it), or None."""
+    repository, tag = name.split("/", 1)[1].rsplit(":", 1)
+    url = f"http://{REGISTRY}/v2/{repository}/manifests/{tag}"
+    request = urllib.request.Request(url, method="HEAD", headers={"Accept": ", ".join(MANIFEST_TYPES)})
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as response:
+            digest: str | None = response.headers.get("Docker-Content-Digest")
+            return digest
+    except OSError:  # not there (HTTP 404), or no answer: pulled again either way
+        return None
+
+
+def forget_stale_images() -> None:
+    """Before the kubelet looks: an image whose tag now names other content is forgotten, so it is pulled again."""
+    rows = (line.split() for line in ctr("images", "list").stdout.splitlines()[1:])  # REF TYPE DIGEST SIZE ...
+    stored = {row[0]: row[2] for row in rows if len(row) >= 3}
+    names = stale_images(stored, {name: registry_digest(name) for name in stored if is_tag(name)})
+    if names:
+        ctr("images", "remove", *names)
+        log(f"forgot {len(names)} image names whose registry content changed: {', '.join(names)}")
+
+
+def forget_containers() -> None:
+    """Remove every container's record (the images stay), once their processes are gone. A containerd that no
+    longer answers (killed) leaves them to the next kubelet, which removes the containers of pods it does not
+    know."""
+    if ctr("version", check=False).returncode != 0:
+        return
+    ids = ctr("containers", "list", "--quiet").stdout.split()
+    if ids and ctr("containers", "remove", *ids, check=False).returncode != 0:
+        log(f"could not remove every container of containerd's store: {ctr('containers', 'list', '--quiet').stdout}")
 
 
 # -------------------------------------------------------------------- down
@@ -169,7 +232,7 @@ def kill_containers() -> None:
 
 def our_mounts() -> list[str]:
     """Mount points of the node (container rootfs, kubelet volumes, netns), deepest first."""
-    roots = (str(RUN_DIR), str(STATE_DIR))
+    roots = (str(RUN_DIR), str(STATE_DIR), str(CONTAINERD_ROOT))
     points = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4].encode().decode("unicode_escape")
