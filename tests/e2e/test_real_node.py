@@ -293,16 +293,19 @@ def test_images_come_only_from_the_local_registry(cluster, namespace):
     """Every registry name resolves to the loopback registry: docker.io's postgres is the local image,
     and an image the registry lacks is answered 'not found' there, never looked up online."""
     version = images()["POSTGRES_IMAGE"].rsplit(":", 1)[1]
-    apply(cluster, namespace,
-          pod("hub-name", f"docker.io/library/postgres:{version}", ["postgres", "--version"], restartPolicy="Never"),
-          pod("elsewhere", "docker.io/library/not-here:1", ["true"]))
+    hub = pod("hub-name", f"docker.io/library/postgres:{version}", ["postgres", "--version"], restartPolicy="Never")
+    hub["spec"]["containers"][0]["imagePullPolicy"] = "Always"  # pulled even when containerd's kept store has it
+    apply(cluster, namespace, hub, pod("elsewhere", "docker.io/library/not-here:1", ["true"]))
     wait_for("docker.io/library/postgres ran", lambda: phase(cluster, namespace, "hub-name") == "Succeeded",
              timeout=120)
 
+    def events(name: str, reason: str) -> list[str]:
+        found = get_json(cluster, "-n", namespace, "events")["items"]
+        return [e["message"] for e in found if e["involvedObject"]["name"] == name and e["reason"] == reason]
+    assert wait_for("the pull of docker.io/library/postgres", lambda: events("hub-name", "Pulled"), timeout=30)
+
     def pull_error():
-        events = get_json(cluster, "-n", namespace, "events")["items"]
-        return [e["message"] for e in events if e["involvedObject"]["name"] == "elsewhere"
-                and e["reason"] == "Failed" and "not-here" in e["message"]]
+        return [message for message in events("elsewhere", "Failed") if "not-here" in message]
     messages = wait_for("a pull failure", pull_error, timeout=90)
     assert all("not found" in message and "lookup" not in message and "dial tcp" not in message
                for message in messages), messages
