@@ -141,12 +141,14 @@ def _what_happened(cluster: Cluster, namespace: str) -> str:
 
 
 # Modules whose tests share one set-up and run on one xdist worker, in order: test_failover's database and
-# operator, test_cluster's ticking CronJob, the restore and helm-test set-ups, the scanners' runs. Every
+# operator, test_cluster's ticking CronJob, test_rbac's control plane, the restore and helm-test set-ups, the
+# scanners' runs. Every
 # other test is a unit of its own. (xdist's own loadgroup renames each item's nodeid, which pytest 9 no
 # longer reads: it would split these modules.)
 ONE_WORKER_MODULES = frozenset({
     "tests/e2e/test_failover.py",
     "tests/e2e/test_cluster.py",
+    "tests/e2e/test_rbac.py",
     "tests/postgres/test_restore.py",
     "tests/postgres/test_restore_on_first_boot.py",
     "tests/postgres/test_helm_test.py",

@@ -12,6 +12,10 @@ are proven sufficient, not only present.
 
 kwok marks the Deployment's pod Running and Ready; the image never runs, so
 `image.repository` can be anything.
+
+They change the CRD's managers, upgrade the CRD and grant cluster-wide rights, which
+no other test's operator may see: the module has a control plane of its own (kwok
+nodes only, private_cluster.py) and runs on one worker of the parallel pass.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import pytest
 import yaml
 
 from .conftest import OperatorProcess
+from .private_cluster import private_cluster
 from .waiting import get_json, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,8 +42,8 @@ CHART = REPO / "charts" / "mydatabase-operator"
 CRD_SOURCE = REPO / "crds" / "mydatabases.myapp.example.com.yaml"
 CRD = "mydatabases.myapp.example.com"
 SUFFIX = uuid.uuid4().hex[:5]
-# They change the CRD's managers and install cluster-wide RBAC: they need the cluster alone.
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+pytestmark = [pytest.mark.e2e]
+PORT_BASE = 17700  # the module's control plane: ports the suite gives no other cluster
 
 ALL = {"get", "list", "watch", "create", "update", "patch", "delete"}
 # What the operator may do in a namespace it manages, as `kubectl auth can-i --list` names it.
@@ -85,14 +90,17 @@ class Install:
         return f"system:serviceaccount:{self.namespace}:{self.release}"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def the_requested_cluster(cluster):
-    """These tests change cluster-wide objects (the CRD, ClusterRoles): make sure they
-    run on the control plane MYDB_CLUSTER_DIR names, not on another one."""
-    wanted = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO / ".cluster")).resolve()
-    if cluster.kubeconfig.resolve().parent != wanted:
-        pytest.fail(f"the cluster fixture gave {cluster.kubeconfig}, not the control plane in {wanted}",
-                    pytrace=False)
+@pytest.fixture(scope="module")
+def cluster(cluster):
+    """The shared cluster's place taken, for every fixture and test here, by the module's own control plane."""
+    with private_cluster(cluster, "rbac", port_base=PORT_BASE) as own:
+        yield own.cluster
+
+
+def cluster_env(cluster) -> dict[str, str]:
+    """What hack/cluster.py needs to find the module's control plane."""
+    return {**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent), "MYDB_CLUSTER_PORT_BASE": str(PORT_BASE),
+            "MYDB_REAL_NODE": "0"}
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +199,7 @@ def can_i(cluster, user: str, verb: str, resource: str, *where: str) -> bool:
 def make_helm_the_only_crd_manager(cluster) -> None:
     """Leave the CRD's fields to Helm alone, as in a cluster where only this chart manages it.
 
-    In a shared test cluster hack/install-dev.sh applies crds/ too (kubectl,
+    hack/install-dev.sh (and cluster_wide, as it does) applies crds/ too (kubectl,
     server-side), which makes kubectl a co-owner of every field, and a later
     `helm upgrade` that changes one of them a conflict (see docs/install.md).
     """
@@ -204,14 +212,13 @@ def make_helm_the_only_crd_manager(cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster_wide(cluster, helm, operator):
-    """`operator` first: its hack/install-dev.sh applies crds/ with kubectl, which must come
-    before make_helm_the_only_crd_manager, whichever test of this module runs first."""
+def cluster_wide(cluster, helm):
+    """The CRD applied from crds/ first, as hack/install-dev.sh does on the shared cluster: the chart adopts it."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_SOURCE.parent))
     install = Install(release=f"rbac-cw-{SUFFIX}", namespace=f"rbac-cw-{SUFFIX}")
     create_namespace(cluster, install.namespace, restricted=True)
-    # The CRD may exist already (crds/ applied by hack/install-dev.sh, or kept by an
-    # earlier release): --take-ownership adopts it, --force-conflicts takes the
-    # fields another manager set to other values.
+    # The CRD exists (applied above, or kept by an earlier release): --take-ownership
+    # adopts it, --force-conflicts takes the fields another manager set to other values.
     helm("install", install.release, str(CHART), "-n", install.namespace, "--take-ownership", "--force-conflicts",
          "--set", "image.repository=example.invalid/mydatabase-operator", "--set", "leaderElection.enabled=true",
          "--wait", "--timeout=120s")
@@ -303,24 +310,20 @@ def test_namespaced_rights_only_in_watched_namespaces(cluster, namespaced, no_ri
     assert not can_i(cluster, user, "create", "secrets", "-n", other)
 
 
-def test_namespaced_operator_runs_under_its_roles(cluster, operator, namespaced, tmp_path):
+def test_namespaced_operator_runs_under_its_roles(cluster, namespaced, tmp_path):
     """The operator process, with the namespaced ServiceAccount's token and -n a -n b,
     brings a MyDatabase in a to Ready and deletes it; it is never refused anything
     (it does not scan namespaces when given -n; its Lease is in the release namespace,
     and the cluster-wide list of Leases is granted), and never touches c."""
     install, other = namespaced
-    # The suite's operator watches every namespace: with it running, two operators raced
-    # for this database ("release: already exists" from one, a failed purge from the other).
-    suite_operator = operator
     watched = install.watch[0]
     kubeconfig = tmp_path / "operator.kubeconfig"
     subprocess.run([sys.executable, str(REPO / "hack" / "cluster.py"), "sa-kubeconfig", "-n", install.namespace,
                     "-s", install.release, "-o", str(kubeconfig)], check=True, capture_output=True,
-                   env={**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
+                   env=cluster_env(cluster))
     operator = OperatorProcess(cluster=cluster, kubeconfig=kubeconfig, log_path=tmp_path / "operator.log",
                                lease_namespace=install.namespace, lease_name=install.release,
                                args=[arg for namespace in install.watch for arg in ("-n", namespace)])
-    suite_operator.stop()
     operator.start()
     try:
         body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "scoped"},
@@ -334,7 +337,6 @@ def test_namespaced_operator_runs_under_its_roles(cluster, operator, namespaced,
         wait_for("the release uninstalled", lambda: not get_json(cluster, "-n", watched, "statefulset", "scoped"))
     finally:
         operator.stop()
-        suite_operator.start()
     text = operator.log_since_start()
     assert "Traceback" not in text, text
     refused = [line for line in text.splitlines() if re.search(r"forbidden", line, re.I)]
