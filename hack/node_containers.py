@@ -209,13 +209,25 @@ def terminate_containers(grace: float) -> None:
     """Ask every container process to end (SIGTERM: PostgreSQL's postmaster then shuts down cleanly once its
     backends, which get it too, are gone), and wait up to GRACE seconds for them. The shims stay until the
     containers are gone: they carry the containers' output to the logs, and a shim that ends takes its
-    container with it."""
+    container with it. Those still running at the end are named: `kill_containers` ends them."""
     for pid in our_processes(shims=False):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while our_processes(shims=False) and time.monotonic() < deadline:
+    while (running := our_processes(shims=False)) and time.monotonic() < deadline:
         time.sleep(0.2)
+    if running:
+        log(f"still running {grace:.0f} s after SIGTERM, to be killed: {'; '.join(map(describe, running))}")
+
+
+def describe(pid: int) -> str:
+    """PID, its state (T: stopped) and its command line, for a log line."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} [{state}] {args[:120]}"
 
 
 def kill_containers() -> None:
