@@ -91,6 +91,6 @@ def test_restore_into_a_new_database(cluster, operator, namespace):
     pod_spec = get_json(cluster, "-n", namespace, "statefulset", "copy")["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod_spec["volumes"]}
     assert volumes["restore-source"]["persistentVolumeClaim"]["claimName"] == "origin-backups"
-    [bootstrap] = pod_spec["initContainers"]  # the first boot restores there
+    [bootstrap] = [c for c in pod_spec["initContainers"] if c["name"] == "bootstrap"]  # the first boot restores there
     env = {e["name"]: e.get("value") for e in bootstrap["env"]}
     assert env["RESTORE_FROM"] == "latest"

@@ -388,8 +388,6 @@ class Container:
         assert len(secret_names) <= 1, f"credentials from several Secrets: {secret_names}"
         return env
 
-    def probe(self, kind: str = "startupProbe") -> list[str]:
-        return [self.localize(a) for a in self.spec[kind]["exec"]["command"]]
 
 
 class DatabasePod:
@@ -417,7 +415,11 @@ class DatabasePod:
             made.env["LISTEN_ADDRESSES"] = self.ip
             return made
 
-        self.init_containers = [container(c["name"]) for c in pod_spec.get("initContainers", [])]
+        # Sidecars (restartPolicy Always: the probe's) serve the kubelet, not the pod's start: the harness
+        # asks them itself (startup_probe).
+        inits = pod_spec.get("initContainers", [])
+        self.sidecars = [container(c["name"]) for c in inits if c.get("restartPolicy") == "Always"]
+        self.init_containers = [container(c["name"]) for c in inits if c.get("restartPolicy") != "Always"]
         self.container = container("postgres")
         self.env = self.container.env
         self.pgdata = Path(self.env["PGDATA"])
@@ -451,18 +453,31 @@ class DatabasePod:
                 return self.proc.returncode
         return 0
 
+    def startup_probe(self) -> tuple[list[str], dict[str, str]]:
+        """What answers the server container's startup probe here, and its env: a GET /ready to the probe
+        sidecar is that sidecar's `probe.pl ask` (exit 0, the server accepts connections: /ready's 200; its
+        HTTP side is tests/chart/test_probe_script.py's), an exec probe its own command."""
+        probe = self.container.spec["startupProbe"]
+        if "exec" in probe:
+            return [self.container.localize(a) for a in probe["exec"]["command"]], {"PATH": self.machine.path}
+        assert probe["httpGet"]["path"] == "/ready", probe
+        (sidecar,) = [s for s in self.sidecars
+                      if any(p["containerPort"] == probe["httpGet"]["port"] for p in s.spec.get("ports", []))]
+        assert sidecar.command[-1] == "serve", sidecar.command
+        return [*sidecar.command[:-1], "ask"], sidecar.env
+
     def start(self, timeout: float = 60, init: bool = True) -> "DatabasePod":
         """A pod's start (init containers first); init=False: its server container restarting alone."""
         code = self.initialise(timeout) if init else 0
         assert code == 0, f"{self.name}'s init container exited with {code}:\n{self.logs()}"
         self._resolve_primary()
         self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
-        probe = self.container.probe()
+        probe, probe_env = self.startup_probe()
 
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited with {self.proc.returncode}:\n{self.logs()}")
-            return self.machine.run(probe, {"PATH": self.machine.path}).returncode == 0
+            return self.machine.run(probe, probe_env).returncode == 0
 
         wait_for(f"{self.name} to pass its startup probe ({' '.join(probe)})", ready, timeout)
         return self
@@ -476,12 +491,12 @@ class DatabasePod:
             return code, False
         self._resolve_primary()
         self.proc = self.machine.popen(self.container.command, self.env, self.log, cwd=self.home)
-        probe = self.container.probe()
+        probe, probe_env = self.startup_probe()
         served = False
 
         def exited() -> bool:
             nonlocal served
-            served = served or self.machine.run(probe, {"PATH": self.machine.path}).returncode == 0
+            served = served or self.machine.run(probe, probe_env).returncode == 0
             return self.proc.poll() is not None
 
         wait_for(f"{self.name} to exit", exited, timeout)
