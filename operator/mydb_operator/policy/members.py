@@ -120,6 +120,22 @@ def starting_since(pod: Object | None) -> datetime | None:
     return parse_time(pod["metadata"].get("creationTimestamp")) if scheduled else None
 
 
+def probe_interrupted(pod: Object | None) -> bool:
+    """The pod's probe sidecar, which answers the kubelet's probes of its server, is not running, or started
+    again after the pod turned not ready: the readiness then says nothing of the server itself. False for a
+    pod without one."""
+    status = (pod or {}).get("status") or {}
+    for container in status.get("initContainerStatuses") or []:
+        if container.get("name") != names.PROBE_CONTAINER:
+            continue
+        running = (container.get("state") or {}).get("running")
+        if running is None:
+            return True
+        started, unready = parse_time(running.get("startedAt")), unavailable_since(pod)
+        return started is not None and unready is not None and started >= unready
+    return False
+
+
 def why_not_serving(pod: Object | None, name: str) -> str:
     if pod is None:
         return f"{name} is gone"

@@ -50,6 +50,7 @@ from .members import (
     Object,
     deleting,
     made_after,
+    probe_interrupted,
     serving,
     starting_since,
     uid_of,
@@ -153,6 +154,10 @@ def primary_down(members: Members) -> Plan:
         return Plan((), STARTING, f"the primary {target} is starting", min(left, RECHECK_SECONDS * 5))
     since = unavailable_since(pod) or members.down_since or members.now
     waited = (members.now - since).total_seconds()
+    if probe_interrupted(pod) and waited < STARTUP_GRACE_SECONDS:
+        # Its probe sidecar restarted (the kubelet restarts it alone): the server itself may be fine.
+        message = f"the primary {target}'s probe sidecar restarts: waiting for its answer"
+        return Plan((), WAITING, message, min(STARTUP_GRACE_SECONDS - waited, RECHECK_SECONDS * 5))
     delay = members.settings.failover_delay
     if waited < delay:
         message = f"the primary {why}; a replica takes over after failoverDelay ({delay:.0f}s) unless it recovers"
