@@ -74,7 +74,7 @@ def release_record_labels(release: str) -> dict[str, str]:
 # ---------------------------------------------------------------- one release's objects
 
 POSTGRES_CONTAINER = "postgres"  # its image tag is the running version
-# The sidecar that answers the kubelet's probes of the server (the bundled chart's; a platform's may have none).
+# The container that answers the kubelet's probes of the server (the bundled chart's; a platform's may have none).
 PROBE_CONTAINER = "probe"
 DATA_CLAIM_TEMPLATE = "data"  # the StatefulSet's claim template: claims data-RELEASE-N
 # The bundled chart's default postgresql.port (its values.yaml: tests/chart/test_one_source.py holds them

@@ -105,18 +105,22 @@ def test_seed_statefulset(seeded):
     assert "PRIMARY_HOST" not in env
     assert env["PEER_DOMAIN"]["value"] == f"{RELEASE}-headless.{NAMESPACE}.svc"
     assert env["PRIMARY_RECORD"]["value"] == "/etc/mydatabase/primary/primary"
-    # Every probe is a GET to the probe sidecar, no exec (one a second cost the node about 30 ms of CPU);
-    # the sidecar asks the server over the unix socket (over TCP with TLS on, each was a TLS handshake).
+    # Every probe is a GET to the probe container, no exec (one a second cost the node about 30 ms of CPU);
+    # which asks the server over the unix socket (over TCP with TLS on, each was a TLS handshake).
     for probe, path in (("startupProbe", "/ready"), ("readinessProbe", "/ready"), ("livenessProbe", "/alive")):
         assert pg[probe]["httpGet"] == {"path": path, "port": 8008}, probe
-    first, *_ = pod["spec"]["initContainers"]
-    assert first["name"] == "probe" and first["restartPolicy"] == "Always"  # a sidecar, started before the rest
-    assert first["command"] == ["perl", "/scripts/probe.pl", "serve"] and first["image"] == pg["image"]
-    assert first["ports"] == [{"name": "probe", "containerPort": 8008, "protocol": "TCP"}]
-    assert {k: v["value"] for k, v in env_of(first).items()} == {"PGPORT": "5432", "PROBE_PORT": "8008"}
-    assert {m["mountPath"]: (m["name"], m["readOnly"]) for m in first["volumeMounts"]} == {
+    # A container beside the server (a native sidecar would start one kubelet sync before the init containers).
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["postgres", "probe"]
+    probe = container(pod["spec"], "probe")
+    assert "restartPolicy" not in probe and [c["name"] for c in pod["spec"]["initContainers"]] == ["bootstrap"]
+    assert probe["command"] == ["perl", "/scripts/probe.pl", "serve"] and probe["image"] == pg["image"]
+    assert probe["ports"] == [{"name": "probe", "containerPort": 8008, "protocol": "TCP"}]
+    assert {k: v["value"] for k, v in env_of(probe).items()} == {"PGPORT": "5432", "PROBE_PORT": "8008"}
+    assert {m["mountPath"]: (m["name"], m["readOnly"]) for m in probe["volumeMounts"]} == {
         "/scripts": ("scripts", True), "/var/run/postgresql": ("run", True)}
-    assert first["securityContext"] == pg["securityContext"]
+    assert probe["securityContext"] == pg["securityContext"]
+    # `kubectl logs` and `exec` without -c mean the server.
+    assert pod["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"] == "postgres"
     mounts = {m["mountPath"]: m["name"] for m in pg["volumeMounts"]}
     assert mounts["/var/lib/postgresql/data"] == "data"
     assert mounts["/scripts"] == "scripts"
@@ -530,7 +534,7 @@ def test_resources_presets_fit_a_resource_quota(render):
         for volume in pod["spec"]["volumes"]:
             if "emptyDir" in volume:
                 assert volume["emptyDir"].get("sizeLimit"), (pod["metadata"].get("name"), volume["name"])
-    # The probe sidecar's own (probe.resources): it answers about a request a second.
+    # The probe container's own (probe.resources): it answers about a request a second.
     assert containers["StatefulSet/probe"]["resources"] == {
         "requests": {"cpu": "5m", "memory": "16Mi", "ephemeral-storage": "8Mi"},
         "limits": {"cpu": "100m", "memory": "32Mi", "ephemeral-storage": "64Mi"}}
@@ -726,7 +730,7 @@ def test_the_first_boot_runs_in_an_init_container_no_probe_limits(seeded):
     container, and no probe, so a clone or a restore may take hours. The server's startup probe then
     covers its start alone: one hour."""
     pod = sts_pod(seeded)
-    [init] = [c for c in pod["initContainers"] if c.get("restartPolicy") != "Always"]  # the probe is a sidecar
+    [init] = pod["initContainers"]
     pg = container(pod, "postgres")
     assert init["name"] == "bootstrap"
     assert init["command"] == ["/bin/sh", "/scripts/entrypoint.sh", "init"]

@@ -1,4 +1,4 @@
-"""scripts/probe.pl, the probe sidecar, against servers that answer as PostgreSQL does in each state: its
+"""scripts/probe.pl, the probe container's server, against servers that answer as PostgreSQL does in each state: its
 answers to the kubelet's GET /ready and /alive, and `probe.pl ask`'s exit codes (pg_isready's). A real server
 answers it in the PostgreSQL harness (tests/postgres: every pod's start waits on it) and on real pods (e2e)."""
 

@@ -85,7 +85,7 @@ def test_resource_quota_admits_the_database_and_backup_pods(cluster, operator, n
         cluster, "-n", namespace, "pods", "-l", "job-name=quoted-manual")["items"], timeout=60)
     # Every pod counted (the archive's and the first backup's come and go with their own timing): the quota's
     # CPU requests are the sum over the pods that have not ended, three of them the database's 105m each (the
-    # server's 100m and its probe sidecar's 5m).
+    # server's 100m and its probe container's 5m).
     def counted() -> bool:
         used = get_json(cluster, "-n", namespace, "resourcequota", "compute")["status"]["used"]["requests.cpu"]
         live = [pod for pod in get_json(cluster, "-n", namespace, "pods")["items"]
@@ -105,7 +105,7 @@ def millicores_of(quantity: str) -> int:
 
 def millicores(pod: dict) -> int:
     """The pod's CPU request as a ResourceQuota counts it, the pod's effective request: its containers with its
-    sidecars (init containers that keep running, the probe's), or an init container with the sidecars started
+    sidecars (init containers that keep running), or an init container with the sidecars started
     before it, whichever is more."""
     def cpu(container: dict) -> int:
         return millicores_of(container.get("resources", {}).get("requests", {}).get("cpu", "0"))

@@ -415,11 +415,9 @@ class DatabasePod:
             made.env["LISTEN_ADDRESSES"] = self.ip
             return made
 
-        # Sidecars (restartPolicy Always: the probe's) serve the kubelet, not the pod's start: the harness
-        # asks them itself (startup_probe).
-        inits = pod_spec.get("initContainers", [])
-        self.sidecars = [container(c["name"]) for c in inits if c.get("restartPolicy") == "Always"]
-        self.init_containers = [container(c["name"]) for c in inits if c.get("restartPolicy") != "Always"]
+        self.init_containers = [container(c["name"]) for c in pod_spec.get("initContainers", [])]
+        # The other containers (the probe's) serve the kubelet: the harness asks them itself (startup_probe).
+        self.others = [container(c["name"]) for c in pod_spec["containers"] if c["name"] != "postgres"]
         self.container = container("postgres")
         self.env = self.container.env
         self.pgdata = Path(self.env["PGDATA"])
@@ -455,16 +453,16 @@ class DatabasePod:
 
     def startup_probe(self) -> tuple[list[str], dict[str, str]]:
         """What answers the server container's startup probe here, and its env: a GET /ready to the probe
-        sidecar is that sidecar's `probe.pl ask` (exit 0, the server accepts connections: /ready's 200; its
-        HTTP side is tests/chart/test_probe_script.py's), an exec probe its own command."""
+        container is its `probe.pl ask` (exit 0, the server accepts connections: /ready's 200; its HTTP side
+        is tests/chart/test_probe_script.py's), an exec probe its own command."""
         probe = self.container.spec["startupProbe"]
         if "exec" in probe:
             return [self.container.localize(a) for a in probe["exec"]["command"]], {"PATH": self.machine.path}
         assert probe["httpGet"]["path"] == "/ready", probe
-        (sidecar,) = [s for s in self.sidecars
-                      if any(p["containerPort"] == probe["httpGet"]["port"] for p in s.spec.get("ports", []))]
-        assert sidecar.command[-1] == "serve", sidecar.command
-        return [*sidecar.command[:-1], "ask"], sidecar.env
+        (server,) = [c for c in self.others
+                     if any(p["containerPort"] == probe["httpGet"]["port"] for p in c.spec.get("ports", []))]
+        assert server.command[-1] == "serve", server.command
+        return [*server.command[:-1], "ask"], server.env
 
     def start(self, timeout: float = 60, init: bool = True) -> "DatabasePod":
         """A pod's start (init containers first); init=False: its server container restarting alone."""

@@ -327,24 +327,23 @@ def test_a_primary_whose_pod_comes_back_by_itself_is_waited_for():
 
 
 def with_probe(pod_: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """POD_ with its probe sidecar in STATE."""
-    pod_["status"]["initContainerStatuses"] = [{"name": "probe", "state": state},
-                                               {"name": "bootstrap", "state": {"terminated": {"exitCode": 0}}}]
+    """POD_ with its probe container in STATE."""
+    pod_["status"]["containerStatuses"].append({"name": "probe", "state": state})
     return pod_
 
 
-def test_a_primary_whose_probe_sidecar_restarts_is_waited_for():
-    """The sidecar answers the kubelet's probes: while it is down, or once it started again after the pod turned
-    not ready, the readiness says nothing of the server, so the failover waits up to STARTUP_GRACE_SECONDS
-    (bounded: it does not wait for ever on a sidecar that keeps failing). A sidecar running since before is
-    no excuse: the server stopped answering."""
+def test_a_primary_whose_probe_container_restarts_is_waited_for():
+    """The probe container answers the kubelet's probes: while it is down, or once it started again after the pod
+    turned not ready, the readiness says nothing of the server, so the failover waits up to STARTUP_GRACE_SECONDS
+    (bounded: it does not wait for ever on one that keeps failing). One running since before is no excuse: the
+    server stopped answering."""
     down = NOW - timedelta(seconds=10)
     facts = [replica_facts(1, 900)]
     for state in ({"waiting": {"reason": "CrashLoopBackOff"}},
                   {"running": {"startedAt": stamp(NOW - timedelta(seconds=4))}}):
         restarting = with_probe(pod(0, ready=False, role="primary", since=down), state)
         waiting = plan(members([restarting, pod(1)], facts))
-        assert (waiting.state, waiting.actions) == (WAITING, ()) and "probe sidecar" in waiting.message, state
+        assert (waiting.state, waiting.actions) == (WAITING, ()) and "probe container" in waiting.message, state
         long_ago = with_probe(pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=31)), state)
         assert plan(members([long_ago, pod(1)], facts)).state == FAILING_OVER, state
     steady_probe = with_probe(pod(0, ready=False, role="primary", since=down),

@@ -121,11 +121,11 @@ def starting_since(pod: Object | None) -> datetime | None:
 
 
 def probe_interrupted(pod: Object | None) -> bool:
-    """The pod's probe sidecar, which answers the kubelet's probes of its server, is not running, or started
+    """The pod's probe container, which answers the kubelet's probes of its server, is not running, or started
     again after the pod turned not ready: the readiness then says nothing of the server itself. False for a
     pod without one."""
     status = (pod or {}).get("status") or {}
-    for container in status.get("initContainerStatuses") or []:
+    for container in status.get("containerStatuses") or []:
         if container.get("name") != names.PROBE_CONTAINER:
             continue
         running = (container.get("state") or {}).get("running")

@@ -155,8 +155,8 @@ def primary_down(members: Members) -> Plan:
     since = unavailable_since(pod) or members.down_since or members.now
     waited = (members.now - since).total_seconds()
     if probe_interrupted(pod) and waited < STARTUP_GRACE_SECONDS:
-        # Its probe sidecar restarted (the kubelet restarts it alone): the server itself may be fine.
-        message = f"the primary {target}'s probe sidecar restarts: waiting for its answer"
+        # Its probe container restarted (the kubelet restarts it alone): the server itself may be fine.
+        message = f"the primary {target}'s probe container restarts: waiting for its answer"
         return Plan((), WAITING, message, min(STARTUP_GRACE_SECONDS - waited, RECHECK_SECONDS * 5))
     delay = members.settings.failover_delay
     if waited < delay:
