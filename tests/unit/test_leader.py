@@ -257,9 +257,16 @@ class FakeLeases:
             body["metadata"]["namespace"] = namespace
         else:
             assert method == "PUT" and name is not None
+            if (namespace, name) not in self.stored:
+                raise ApiException(status=404, reason="Not Found")
             if body["metadata"].get("resourceVersion") != self.stored[(namespace, name)]["metadata"]["resourceVersion"]:
                 raise ApiException(status=409, reason="Conflict")
         self.put(body)
+
+    def exchange(self, method: str, path: str, body: Any, *, timeout: Any = None, **_: Any) -> dict[str, Any]:
+        self.send(method, path, body)
+        namespace, name = self.parsed(path)
+        return copy.deepcopy(self.stored[(namespace, name or body["metadata"]["name"])])
 
 
 def held_lease(namespace: str, name: str, holder: str, scope: str, age: float = 1) -> dict[str, Any]:
@@ -297,14 +304,14 @@ def test_the_lease_is_labelled_and_carries_the_scope(leases):
                                ("POST", "/apis/coordination.k8s.io/v1/namespaces/ops/leases")]
 
 
-def test_a_renewal_and_the_release_are_a_read_and_a_replace_each_with_micro_times(leases):
+def test_a_renewal_is_one_replace_and_the_release_a_read_and_a_replace_with_micro_times(leases):
     me = instance(leases, "a-1")
     assert me.try_acquire()
     acquired = leases.stored[("ops", "mydb-operator")]["spec"]["acquireTime"]
     leases.requests.clear()
-    assert me.try_acquire()
+    assert me.try_acquire() and me.try_acquire()
     path = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/mydb-operator"
-    assert leases.requests == [("GET", path), ("PUT", path)]
+    assert leases.requests == [("PUT", path), ("PUT", path)]  # each by the resourceVersion the last one stored
     spec = leases.stored[("ops", "mydb-operator")]["spec"]
     assert spec["acquireTime"] == acquired  # kept while ours
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", spec["renewTime"])  # MicroTime
@@ -312,6 +319,32 @@ def test_a_renewal_and_the_release_are_a_read_and_a_replace_each_with_micro_time
     me.release()
     assert leases.requests == [("GET", path), ("PUT", path)]
     assert "holderIdentity" not in leases.stored[("ops", "mydb-operator")]["spec"]
+
+
+def test_a_renewal_after_someone_else_wrote_the_lease_reads_it_and_stands_by(leases):
+    me, other = instance(leases, "a-1"), instance(leases, "b-1")
+    assert me.try_acquire()
+    taken = copy.deepcopy(leases.stored[("ops", "mydb-operator")])
+    taken["spec"]["holderIdentity"] = "b-1"  # as after an expiry seen by the other instance
+    leases.put(taken)
+    leases.requests.clear()
+    assert not me.try_acquire()
+    path = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/mydb-operator"
+    assert leases.requests == [("PUT", path), ("GET", path)]  # the replace refused (409), then read
+    assert holder(leases) == "b-1" and me.holder == "b-1"
+    assert not me.try_acquire()  # standing by: read first
+    assert leases.requests[-1] == ("GET", path)
+    assert other.try_acquire()  # b-1's own instance renews it
+
+
+def test_a_renewal_of_a_deleted_lease_creates_it_again(leases):
+    me = instance(leases, "a-1")
+    assert me.try_acquire()
+    del leases.stored[("ops", "mydb-operator")]
+    leases.requests.clear()
+    assert me.try_acquire()
+    assert [verb for verb, _ in leases.requests] == ["PUT", "GET", "POST"]
+    assert holder(leases) == "a-1"
 
 
 def test_an_unlabelled_lease_of_an_older_operator_gets_marked_on_takeover(leases):
@@ -416,6 +449,7 @@ def test_a_leader_that_cannot_reach_the_api_server_gives_up_after_its_lease_dura
     me = LeaderLease("ops", "mydb-operator", "me-1", leases, duration=1)  # type: ignore[arg-type]
     assert me.try_acquire()
     monkeypatch.setattr(leases, "get", refused)
+    monkeypatch.setattr(leases, "exchange", refused)
     lost = threading.Event()
     started = time.monotonic()
     renewing = me.keep(on_lost=lost.set)

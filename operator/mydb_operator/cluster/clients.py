@@ -107,9 +107,13 @@ class Connection:
         body: dict[str, Any] = json.loads(self.request("GET", path, query=query, timeout=timeout).data)
         return body
 
-    def exchange(self, method: str, path: str, body: Any, *, content_type: str = JSON) -> dict[str, Any]:
+    def exchange(
+        self, method: str, path: str, body: Any, *, content_type: str = JSON, timeout: Timeout = None
+    ) -> dict[str, Any]:
         """A write whose answer (the object as stored: its new resourceVersion) is used."""
-        answer: dict[str, Any] = json.loads(self.request(method, path, body=body, content_type=content_type).data)
+        answer: dict[str, Any] = json.loads(
+            self.request(method, path, body=body, content_type=content_type, timeout=timeout).data
+        )
         return answer
 
     def send(

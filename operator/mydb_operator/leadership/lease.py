@@ -50,6 +50,9 @@ class LeaderLease:
         # Held across a renewal and the release: a renewal after the release would take the Lease back.
         self._renewing = threading.Lock()
         self._released = False
+        # The Lease as our last write stored it: a renewal replaces it by its resourceVersion without reading it
+        # first (one request, not two); a conflict means someone else wrote it since, and the next attempt reads.
+        self._ours: Lease | None = None
 
     def _spec(self, acquired: str | None) -> dict[str, Any]:
         now = micro_time(_now())
@@ -72,16 +75,34 @@ class LeaderLease:
             return self.connection.get(self.path, timeout=self.request_timeout)
         return None
 
+    def _write(self, method: str, path: str, lease: Lease) -> bool:
+        """POST or PUT the Lease as ours; False when someone else wrote or created it first (409)."""
+        self._ours = None
+        with tolerating(409):
+            self._ours = self.connection.exchange(method, path, lease, timeout=self.request_timeout)
+            self.holder = self.identity
+            return True
+        return False
+
+    def _renew(self, ours: Lease) -> bool | None:
+        """Replace the Lease we last wrote; None when it changed since (409) or is gone (404): read it then."""
+        spec = ours.get("spec") or {}
+        lease = {**ours, "spec": self._spec(spec.get("acquireTime"))}
+        try:
+            return self._write("PUT", self.path, lease) or None
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return None
+
     def try_acquire(self) -> bool:
         """One attempt: take the Lease if it is free, expired or already ours."""
+        if self._ours is not None and (renewed := self._renew(self._ours)) is not None:
+            return renewed
         lease = self._read()
-        if lease is None:
-            body = {"metadata": self._marked({"name": self.name}), "spec": self._spec(None)}
-            with tolerating(409):  # another replica created it first
-                self.connection.send("POST", LEASES.path(self.namespace), body, timeout=self.request_timeout)
-                self.holder = self.identity
-                return True
-            return False
+        if lease is None:  # another replica may create it first
+            made = {"metadata": self._marked({"name": self.name}), "spec": self._spec(None)}
+            return self._write("POST", LEASES.path(self.namespace), made)
         spec = lease.get("spec") or {}
         self.holder = spec.get("holderIdentity") or None
         if spec.get("holderIdentity") != self.identity and not expired(lease, _now()):
@@ -89,12 +110,7 @@ class LeaderLease:
         ours = spec.get("holderIdentity") == self.identity
         lease["spec"] = self._spec(spec.get("acquireTime") if ours else None)
         lease["metadata"] = self._marked(lease.get("metadata") or {"name": self.name})
-        # The resourceVersion in `lease` makes this a compare-and-swap.
-        with tolerating(409):
-            self.connection.send("PUT", self.path, lease, timeout=self.request_timeout)
-            self.holder = self.identity
-            return True
-        return False
+        return self._write("PUT", self.path, lease)  # its resourceVersion makes this a compare-and-swap
 
     def acquire(self, retry_every: float = 2.0) -> None:
         """Block until this instance leads; log each new holder meanwhile."""
@@ -166,6 +182,7 @@ class LeaderLease:
             self._hand_over()
 
     def _hand_over(self) -> None:
+        self._ours = None
         try:
             lease = self.connection.get(self.path, timeout=self.request_timeout)
             spec = lease.get("spec")
