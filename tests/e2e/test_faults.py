@@ -612,6 +612,7 @@ def test_backup_schedule_edited_by_hand_is_put_back(cluster, operator, namespace
 # ---------------------------------------------------- 6. missing StorageClass
 
 
+@pytest.mark.long
 def test_missing_storage_class_fails_clearly_then_recovers_by_itself(cluster, operator, namespace):
     """storageClassName of a class that does not exist: Failed/StorageClassNotFound, one Warning, quiet retries
     (the back-off's, up to one per resync: a user makes the class).

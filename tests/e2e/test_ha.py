@@ -136,6 +136,7 @@ def test_an_overlapping_instance_under_another_lease_refuses_to_start(cluster, o
     assert operator.process.poll() is None
 
 
+@pytest.mark.long
 @pytest.mark.own_operator
 def test_instances_for_disjoint_namespaces_run_side_by_side(cluster, operator, namespace):
     """Two instances, each for its own namespace under its own Lease, both lead, and each brings its

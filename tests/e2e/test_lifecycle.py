@@ -178,6 +178,7 @@ def test_generated_secret_has_connection_uris(cluster, operator, namespace):
     assert data["ca.crt"] == server["ca.crt"] and "BEGIN CERTIFICATE" in text["ca.crt"]
 
 
+@pytest.mark.long
 def test_existing_secret_is_used_checked_and_never_deleted(cluster, operator, namespace):
     """spec.credentials.secretName: missing -> clear status; present -> used; Delete policy leaves it alone."""
     apply_db(cluster, namespace, "byo", {"replicas": 1, "version": "15.2", "storage": "1Gi",

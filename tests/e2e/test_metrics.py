@@ -48,6 +48,7 @@ def test_metrics_count_reconciles_and_helm_runs(cluster, operator, namespace):
     assert moved("mydb_status_patches_total") >= 1
 
 
+@pytest.mark.long
 @pytest.mark.own_operator
 def test_idle_resyncs_read_the_informers_cache_and_drift_is_confirmed_on_the_api(cluster, operator, namespace):
     """A Ready database's resyncs look at the informers' cache: no API read, no Helm run, no status write.

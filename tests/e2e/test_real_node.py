@@ -213,6 +213,7 @@ def test_in_cluster_config_and_rbac_from_a_pod(cluster, namespace):
     assert run_as_reader("allowed").startswith("pods: ")
 
 
+@pytest.mark.long
 def test_claim_data_survives_pod_and_liveness_restarts(cluster, namespace):
     """A row of data on a claim outlives its pod; a failing liveness probe restarts the container."""
     image = images()["POSTGRES_IMAGE"]
