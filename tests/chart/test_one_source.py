@@ -355,7 +355,7 @@ def test_the_patterns_the_chart_repeats(crd, chart, chart_defaults):
     quantity = at(crd, "resources.limits")["additionalProperties"]["pattern"]
     assert quantity.startswith("^(\\+|-)?")
     assert chart["definitions"]["quantity"]["pattern"] == "^" + quantity.removeprefix("^(\\+|-)?")
-    assert QUANTITY_PATTERN.pattern == quantity  # the operator's check before the client's looser parser
+    assert QUANTITY_PATTERN.pattern == quantity  # what the operator's parser reads
     tag = chart_defaults["image"]["tag"]
     assert re.search(at(crd, "version")["pattern"], tag) and VERSION_PATTERN.match(tag)
 

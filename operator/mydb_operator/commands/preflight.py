@@ -6,7 +6,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from ..cluster.api import KubernetesApi
 from ..config import Config
 from ..desired.platform import Platform, PlatformError, admitting_operator, load_platform
 from ..helm import chart_check
@@ -60,6 +59,8 @@ def prepare_operator(config: Config, runner: asyncio.Runner) -> OperatorMemo:
 
 
 def _checked_memo(config: Config, runner: asyncio.Runner, loaded: Platform, helm: Helm) -> OperatorMemo:
+    # Here, not at the top: `render` and `values` share this module and need neither the API client nor the handlers.
+    from ..cluster.api import KubernetesApi
     from ..handlers.memo import operator_memo
 
     chart = config.chart_origin or str(config.chart_dir)
