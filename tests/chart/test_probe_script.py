@@ -70,12 +70,16 @@ class FakeServer:
             connection.close()
 
 
+def free_port() -> int:
+    with socket.socket() as spare:
+        spare.bind(("127.0.0.1", 0))
+        return int(spare.getsockname()[1])
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[int]:
     """`probe.pl serve` on a free port, asking the socket in tmp_path."""
-    with socket.socket() as spare:
-        spare.bind(("127.0.0.1", 0))
-        port = spare.getsockname()[1]
+    port = free_port()
     env = {"PATH": os.environ["PATH"], "SOCKET_DIR": str(tmp_path), "PGPORT": PGPORT, "PROBE_PORT": str(port)}
     process = subprocess.Popen(["perl", str(PROBE), "serve"], env=env, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 10
@@ -145,7 +149,8 @@ def test_ask_exits_with_pg_isreadys_codes(tmp_path, state, code):
 def test_other_stop_signals_end_it_at_once(tmp_path, stop):
     """An image whose STOPSIGNAL is SIGTERM (or SIGQUIT) stops it as promptly as SIGINT does (the fixture's):
     without a handler, the kubelet would wait out the pod's grace period."""
-    env = {"PATH": os.environ["PATH"], "SOCKET_DIR": str(tmp_path), "PGPORT": PGPORT, "PROBE_PORT": "0"}
+    # A free port of its own: the script's default (8008) is one port for every test that runs at once.
+    env = {"PATH": os.environ["PATH"], "SOCKET_DIR": str(tmp_path), "PGPORT": PGPORT, "PROBE_PORT": str(free_port())}
     process = subprocess.Popen(["perl", str(PROBE), "serve"], env=env)
     time.sleep(0.3)
     assert process.poll() is None
