@@ -30,6 +30,8 @@ def apply(cluster, namespace: str, *manifests: dict) -> None:
 
 
 def pod(name: str, image: str, command: list[str], **spec) -> dict:
+    # A `sleep` or `sh` as PID 1 ignores the stop signal: a pod of one needs terminationGracePeriodSeconds, or
+    # its namespace's deletion leaves it terminating for 30 s (and a `stop` of the cluster waits that out).
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
             "spec": on_real_node({"containers": [{"name": "main", "image": image, "command": command}], **spec})}
 
@@ -131,10 +133,11 @@ def test_services_and_dns_between_pods(cluster, namespace):
            "spec": {"clusterIP": "None", "selector": labels, "ports": [{"port": 7000}]}},
           {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "echo"},
            "spec": {"replicas": 2, "serviceName": "echo-pods", "selector": {"matchLabels": labels},
-                    "template": {"metadata": {"labels": labels}, "spec": on_real_node({"containers": [
-                        {"name": "echo", "image": image, "command": ["sh", "-c", echo_server()],
-                         "readinessProbe": {"tcpSocket": {"port": 7000}, "periodSeconds": 1}}]})}}},
-          pod("client", image, ["sleep", "3600"]))
+                    "template": {"metadata": {"labels": labels}, "spec": on_real_node({
+                        "terminationGracePeriodSeconds": 1, "containers": [
+                            {"name": "echo", "image": image, "command": ["sh", "-c", echo_server()],
+                             "readinessProbe": {"tcpSocket": {"port": 7000}, "periodSeconds": 1}}]})}}},
+          pod("client", image, ["sleep", "3600"], terminationGracePeriodSeconds=1))
     wait_for("2 echo pods ready", lambda: get_json(cluster, "-n", namespace, "statefulset", "echo")
              .get("status", {}).get("readyReplicas") == 2, timeout=120)
     wait_running(cluster, namespace, "client")
@@ -174,7 +177,7 @@ def test_a_pod_leaving_does_not_cut_the_others_off_the_node(cluster, namespace):
     wait_running(cluster, namespace, "leaves")
     port = host_link_of(cluster, namespace, "leaves")
     subprocess.run(["ip", "link", "set", port, "address", "02:00:00:00:00:01"], check=True)
-    apply(cluster, namespace, pod("stays", image, ["sleep", "3600"]))
+    apply(cluster, namespace, pod("stays", image, ["sleep", "3600"], terminationGracePeriodSeconds=1))
     wait_running(cluster, namespace, "stays")
 
     def lookup_milliseconds() -> int:
