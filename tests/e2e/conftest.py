@@ -210,12 +210,30 @@ def worker_log(cluster, name: str) -> Path:
     return cluster.kubeconfig.parent / "logs" / (sharing.WORKER or "main") / name
 
 
+# The session's shared operator while it runs: a test that needs the cluster alone stops it if a test before it
+# started it, and starts none of its own.
+SHARED: list[OperatorProcess] = []
+
+
 @pytest.fixture(scope="session")
-def operator(cluster):
-    kubeconfig = install_crd_and_rbac(cluster)
-    with clean_log(OperatorProcess(cluster=cluster, kubeconfig=kubeconfig,
+def operator_kubeconfig(cluster) -> Path:
+    """The CRD and the operator chart's RBAC installed; the kubeconfig of its ServiceAccount."""
+    return install_crd_and_rbac(cluster)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster, operator_kubeconfig):
+    with clean_log(OperatorProcess(cluster=cluster, kubeconfig=operator_kubeconfig,
                                    log_path=worker_log(cluster, "operator-e2e.log"))) as handle:
+        SHARED.append(handle)
         yield handle
+        SHARED.remove(handle)
+
+
+def stop_the_shared_operator() -> None:
+    """Before a test takes the cluster away: the shared operator, if one runs, would only log its absence."""
+    for handle in SHARED:
+        handle.stop()
 
 
 @pytest.fixture(scope="session")
@@ -245,17 +263,24 @@ def wait_ready(cluster, namespace: str, name: str, timeout: float = 120) -> None
 
 
 @pytest.fixture
-def real_operator(request, operator, namespace, tmp_path):
+def real_operator(request, cluster, operator_kubeconfig, namespace, tmp_path):
     """An operator for this namespace whose platform config puts databases on the real node: the worker's
     real-node operator under xdist (the namespace fixture gave this test a real-node namespace), else one
-    that stands in for the shared operator during the test."""
+    that stands in for the shared operator during the test, or (the serial pass, where no test has started
+    the shared one) one of its own, the shared one never started only to be stopped."""
     if sharing.WORKER:
         yield request.getfixturevalue("real_node_operator")
         return
     platform = tmp_path / "platform.yaml"
     platform.write_text(yaml.safe_dump(local_node_platform()))
-    with operator_instead(operator, namespace, "operator-real-postgres.log",
-                          MYDB_PLATFORM_CONFIG=str(platform)) as own:
+    if SHARED:
+        with operator_instead(SHARED[0], namespace, "operator-real-postgres.log",
+                              MYDB_PLATFORM_CONFIG=str(platform)) as own:
+            yield own
+        return
+    with clean_log(OperatorProcess(cluster=cluster, kubeconfig=operator_kubeconfig,
+                                   log_path=worker_log(cluster, "operator-real-postgres.log"),
+                                   env={"MYDB_PLATFORM_CONFIG": str(platform)}, args=["-n", namespace])) as own:
         yield own
 
 

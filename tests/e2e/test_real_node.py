@@ -429,11 +429,13 @@ def test_stop_keeps_a_database_and_up_resumes_it(cluster, real_operator, namespa
 
 @pytest.mark.restarts_cluster
 @pytest.mark.leaves_cluster_down
-def test_down_leaves_nothing_and_up_recovers_from_a_kill(cluster, operator):
+def test_down_leaves_nothing_and_up_recovers_from_a_kill(cluster, operator_kubeconfig):
     """A killed kubelet is noticed by `up`, which stops the rest and resumes with the kept state; `down` leaves no
     process, mount, network namespace, link, iptables chain or route of the node behind. (`up` after `down` is a
     start from nothing, which every run's bring-up is.)"""
-    operator.stop()  # it would only log the API server's absence from here on
+    from .conftest import stop_the_shared_operator
+
+    stop_the_shared_operator()
     pid = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
     subprocess.run(["kill", "-9", str(pid)], check=True)
     time.sleep(0.5)
