@@ -10,22 +10,32 @@ demo: venv node-packages ## start the local control plane and the operator, appl
 
 TEST_WORKERS ?= 4
 QUICK_LOG := .cluster/make-check.log
+FIRST_LOG := .cluster/make-check-first.log
 UP_LOG    := .cluster/bringup.log
+# make check's tests: the units run first in make test (beside the cluster's start), the rest beside the serial pass.
+QUICK_FIRST := tests/unit
+QUICK_REST  := tests/chart tests/hack tests/postgres bench
 
-test: tools node-packages ## every check and test: the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with make check beside them (lint, units, charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
+test: tools node-packages ## every check and test: make lint and the unit tests while the cluster starts, the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with the rest of make check beside them (charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
 	@# The test cluster starts (the system's Python: hack/ and bringup.py need no venv) while pip installs the
-	@# venv on one core; should it fail, the tests' cluster fixture tries again and says why.
+	@# venv on one core, then make lint and the unit tests take the core the start leaves idle; should the
+	@# start fail, the tests' cluster fixture tries again and says why.
 	mkdir -p $(dir $(QUICK_LOG)); PYTHONPATH=tests $(PYTHON) -m e2e.bringup > $(UP_LOG) 2>&1 & up_pid=$$!; \
 	  $(MAKE) --no-print-directory venv scanners postgres; made=$$?; \
+	  [ $$made -eq 0 ] && { $(MAKE) --no-print-directory lint && \
+	    MYDB_KEEP_CLUSTER=1 $(PY) -m pytest $(QUICK_FIRST); } > $(FIRST_LOG) 2>&1; first=$$?; \
 	  wait $$up_pid; cat $(UP_LOG); \
 	  [ $$made -eq 0 ] || { PYTHONPATH=tests $(PYTHON) -m e2e.bringup down; exit $$made; }; \
 	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
-	  MYDB_KEEP_CLUSTER=1 $(MAKE) --no-print-directory check TEST_WORKERS=3 > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
+	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n 3 $(QUICK_REST) > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
 	  $(PY) -m pytest -m serial tests/e2e; serial=$$?; \
-	  wait $$quick_pid; quick=$$?; echo "===== make check, run beside the serial pass ($(QUICK_LOG)) ====="; \
+	  wait $$quick_pid; quick=$$?; \
+	  echo "===== make check, part 1: make lint and the unit tests, run while the cluster started ($(FIRST_LOG)) ====="; \
+	  cat $(FIRST_LOG); \
+	  echo "===== make check, part 2: the other tests, run beside the serial pass ($(QUICK_LOG)) ====="; \
 	  cat $(QUICK_LOG); \
-	  echo "make test: e2e parallel pass exit $$parallel, serial pass exit $$serial, make check exit $$quick"; \
-	  [ $$parallel -eq 0 ] && [ $$serial -eq 0 ] && [ $$quick -eq 0 ]
+	  echo "make test: make lint and unit tests exit $$first, e2e parallel pass exit $$parallel, serial pass exit $$serial, make check's other tests exit $$quick"; \
+	  [ $$first -eq 0 ] && [ $$parallel -eq 0 ] && [ $$serial -eq 0 ] && [ $$quick -eq 0 ]
 
 lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
 	$(VENV)/bin/ruff check operator bench hack
@@ -35,7 +45,7 @@ lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hac
 	$(VENV)/bin/lint-imports
 
 check: venv lint scanners postgres ## the quick tier (under 2 minutes): static checks, then every test that needs no cluster (units, charts, hack/ scripts, PostgreSQL scripts)
-	$(PY) -m pytest -n $(TEST_WORKERS) tests/unit tests/chart tests/hack tests/postgres bench
+	$(PY) -m pytest -n $(TEST_WORKERS) $(QUICK_FIRST) $(QUICK_REST)
 
 test-e2e: venv tools node-packages ## the tests on the local cluster only, parallel then serial as in make test
 	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; \
