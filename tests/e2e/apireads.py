@@ -78,7 +78,7 @@ class ApiReads:
     def get(self, args: tuple[str, ...]) -> dict[str, Any] | None:
         """What `kubectl get ARGS -o json` prints ({} for a missing object), or None to leave it to kubectl."""
         wanted = parse_get(args)
-        resource = wanted and (self._resource(wanted.kind) or self._resource(wanted.kind, rediscover=True))
+        resource = wanted and self.resource(wanted.kind)
         if wanted is None or resource is None or (wanted.name and wanted.namespace is ALL_NAMESPACES):
             return None
         namespace = "default" if wanted.namespace is None else wanted.namespace
@@ -94,6 +94,10 @@ class ApiReads:
         for printed in [found, *(found.get("items") or [])]:  # kubectl leaves out who wrote which field
             (printed.get("metadata") or {}).pop("managedFields", None)
         return found
+
+    def resource(self, name: str) -> Resource | None:
+        """The kind kubectl means by NAME (plural, singular, short name, kind or plural.group)."""
+        return self._resource(name) or self._resource(name, rediscover=True)
 
     def _resource(self, name: str, rediscover: bool = False) -> Resource | None:
         with self._lock:
@@ -128,11 +132,16 @@ class ApiReads:
         return read
 
     def _request(self, path: str, query: tuple[tuple[str, str], ...]) -> tuple[int, bytes]:
-        method, url, headers, body, _ = self._api.param_serialize(
-            "GET", path, query_params=list(query), header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"])
-        response = self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=60)
+        response = self.send("GET", path, query)
         return response.status, response.read()
+
+    def send(self, method: str, path: str, query: tuple[tuple[str, str], ...] = (), body: object = None,
+             content_type: str | None = None, timeout: float = 60) -> Any:
+        """One request; the response unread (its status, read(), and the urllib3 response to stream lines from)."""
+        headers = {"Accept": "application/json", **({"Content-Type": content_type} if content_type else {})}
+        method, url, headers, body, _ = self._api.param_serialize(
+            method, path, query_params=list(query), header_params=headers, body=body, auth_settings=["BearerToken"])
+        return self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
 
 
 @functools.lru_cache(maxsize=4)

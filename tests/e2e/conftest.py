@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from . import sharing
+from .apicommands import wait_for_condition
 from .realnode import REGISTRY, local_node_platform
 from .waiting import get_json, wait_for
 
@@ -253,11 +254,11 @@ def real_node_operator(cluster, operator, tmp_path_factory):
 
 
 def wait_ready(cluster, namespace: str, name: str, timeout: float = 120) -> None:
+    """kubectl wait --for=condition=Ready mydb/NAME, by one watch from this process (apicommands.py)."""
     started = time.monotonic()
-    result = cluster.kubectl("wait", "-n", namespace, "--for=condition=Ready", f"mydb/{name}",
-                             f"--timeout={int(timeout)}s", check=False)
-    assert result.returncode == 0, (
-        f"mydb/{name} not Ready after {time.monotonic() - started:.0f}s: {result.stderr}\n"
+    ready, why_not = wait_for_condition(cluster.kubeconfig, "mydb", namespace, name, "Ready", timeout)
+    assert ready, (
+        f"mydb/{name} not Ready after {time.monotonic() - started:.0f}s: {why_not}\n"
         + cluster.kubectl("get", "-n", namespace, f"mydb/{name}", "-o", "yaml", check=False).stdout
     )
 
