@@ -54,6 +54,45 @@ def test_post_renderer_is_added_to_upgrade_and_template_only(tmp_path: Path) -> 
     assert argv.read_text().split("\n")[:-1] == ["version"]  # neither flag on other commands
 
 
+RENDERER = """#!/bin/sh
+printf '%s\\n' "$@" > "{argv}"
+cat > "{values}"
+cat <<'END'
+---
+# Source: an empty document, as a template that renders nothing leaves one
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: plain}}
+data: {{equals: =, number: "5432", script: "a: b"}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db}}
+spec: {{ports: [{{port: 5432}}]}}
+END
+"""
+
+
+def test_render_parses_what_pyhelm3_parses_and_asks_what_upgrade_applies(tmp_path: Path) -> None:
+    """The render the chart check and the major upgrade compare against: hooks and CRDs left out, the values
+    on stdin, and the objects pyhelm3's own parse gives (a plain `=` is a string)."""
+    argv, values, helm = tmp_path / "argv", tmp_path / "values", tmp_path / "helm"
+    helm.write_text(RENDERER.format(argv=argv, values=values))
+    helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    command = OperatorCommand(post_renderer=None, environment=ENVIRONMENT, executable=str(helm))
+    rendered = asyncio.run(command.render("db", "/charts/mydatabase", {"replicas": 2}, namespace="ns",
+                                          version="1.2.3"))
+    assert argv.read_text().split("\n")[:-1] == [
+        "template", "db", "/charts/mydatabase", "--skip-crds", "--no-hooks", "--values", "-", "--namespace", "ns",
+        "--version", "1.2.3"]
+    assert values.read_text() == '{"replicas": 2}'
+    theirs = asyncio.run(pyhelm3.Command(executable=str(helm)).template("db", "/charts/mydatabase", {}))
+    assert rendered == [document for document in theirs if document]
+    assert [o["kind"] for o in rendered] == ["ConfigMap", "Service"]
+    assert rendered[0]["data"] == {"equals": "=", "number": "5432", "script": "a: b"}
+
+
 ENV_RECORDER = """#!/bin/sh
 echo "$GOMAXPROCS ${{GOGC:--}} $HELM_DRIVER ${{HELM_PLUGINS:--}} ${{MYDB_NOT_PASSED:--}}" > "{seen}"
 printf v4.0.0

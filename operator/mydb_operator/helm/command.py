@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shlex
 import tempfile
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyhelm3
+import yaml
 from pyhelm3 import errors as helm_errors
 from pyhelm3.command import CHART_NOT_FOUND, CONNECTION_ERROR
 
@@ -23,6 +25,15 @@ from .errors import HelmError
 # disable_validation option is broken (0.5.8 extends the command by characters).
 SKIP_CLIENT_VALIDATION = "--disable-openapi-validation"
 STOP_SECONDS = 5.0  # a cancelled Helm run's time to exit after SIGTERM, within the daemon's 10 s (handlers/daemon.py)
+
+
+class RenderedLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """libyaml's safe loader where PyYAML has it (its wheels do): a database's 100 KB render parses in
+    0.015 s of CPU, against 0.17 s with pyhelm3's pure-Python loader. Like pyhelm3's, it reads a plain `=`
+    as the string it is, not YAML 1.1's `value` type."""
+
+
+RenderedLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_scalar)
 
 
 class OperatorCommand(pyhelm3.Command):
@@ -62,6 +73,17 @@ class OperatorCommand(pyhelm3.Command):
                 if reason.exists():
                     raise HelmError(f"platform objectPatches: {reason.read_text()}") from None
                 raise
+
+    async def render(
+        self, release: str, chart_ref: str, values: dict[str, Any], *, namespace: str, version: str | None
+    ) -> list[dict[str, Any]]:
+        """The objects `helm upgrade` would apply (`helm template`, neither hooks nor CRDs), parsed with libyaml."""
+        command = ["template", release, chart_ref, "--skip-crds", "--no-hooks", "--values", "-"]
+        command += ["--namespace", namespace]
+        if version:
+            command += ["--version", version]
+        rendered = await self.run(command, json.dumps(values).encode())
+        return [document for document in yaml.load_all(rendered, Loader=RenderedLoader) if document]
 
     async def _helm(self, command: list[str], input: bytes | None) -> bytes:  # noqa: A002 (pyhelm3's name)
         """pyhelm3 0.5's Command.run, with one change: the subprocess gets `self.environment`, not a copy

@@ -149,10 +149,10 @@ class Helm:
         chart = await self.chart()
         try:
             async with self._slots, helm_timer("template"):
-                rendered = await self.client.template_resources(
-                    chart, release, values, namespace=namespace, no_hooks=True
+                # The Command, not the Client: the Client parses the render with pure-Python YAML.
+                return await self.command.render(
+                    release, str(chart.ref), values, namespace=namespace, version=chart.metadata.version
                 )
-            return [doc for doc in rendered if doc]
         except helm_errors.Error as error:
             raise HelmError(helm_message(error)) from None
 
