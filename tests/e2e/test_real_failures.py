@@ -69,4 +69,8 @@ def test_a_database_that_cannot_run_says_why_in_status_with_one_warning(cluster,
     for name, (_, _, reason, words) in CASES.items():
         told = [e for e in warnings(cluster, namespace, name) if e["reason"] == reason]
         said = [(e.get("eventTime") or e.get("firstTimestamp"), e.get("count", 1), e["message"]) for e in told]
-        assert len(told) == 1 and told[0].get("count", 1) == 1 and words in told[0]["message"], (name, said)
+        own = [e for e in told if words in e["message"]]
+        assert len(own) == 1 and own[0].get("count", 1) == 1, (name, said)
+        # Other workers' pods can fill the real node's CPU for a moment: a pod told so first is another refusal,
+        # with its own Warning. Nothing else may be said.
+        assert all(" cannot be scheduled: Insufficient " in e["message"] for e in told if e not in own), (name, said)
