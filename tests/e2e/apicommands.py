@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from .apireads import ApiReads, Resource, reads_for
+from .apireads import ApiReads, Resource, reads_for, split_args
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 VALUED = {"-n": "namespace", "--namespace": "namespace", "-f": "filename", "--filename": "filename",
@@ -40,19 +40,8 @@ class Command:
 
 def parse(args: tuple[str, ...]) -> Command | None:
     """ARGS as words and valued flags, or None when a flag is one this module does not take."""
-    words: list[str] = []
-    flags: dict[str, str] = {}
-    rest = list(args)
-    while rest:
-        word = rest.pop(0)
-        flag, equals, value = word.partition("=")
-        if flag in VALUED and (equals or rest):
-            flags[VALUED[flag]] = value if equals else rest.pop(0)
-        elif word.startswith("-"):
-            return None
-        else:
-            words.append(word)
-    return Command(tuple(words), flags) if words else None
+    split = split_args(args, VALUED)
+    return Command(tuple(split[0]), split[1]) if split and split[0] else None
 
 
 def run(kubeconfig: Path, args: tuple[str, ...], stdin: str | None) -> subprocess.CompletedProcess | None:

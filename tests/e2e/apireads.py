@@ -44,23 +44,36 @@ FLAGS = {"-n": "namespace", "--namespace": "namespace", "-l": "labelSelector", "
          "--field-selector": "fieldSelector"}
 
 
-def parse_get(args: tuple[str, ...]) -> GetArgs | None:
-    """The read `kubectl get ARGS` makes, or None when ARGS say more than a plain read."""
-    if not args or args[0] != "get":
-        return None
-    words, values = [], {}
-    rest = list(args[1:])
+def split_args(args: tuple[str, ...], valued: dict[str, str],
+               switches: dict[str, tuple[str, object]] | None = None) -> tuple[list[str], dict[str, Any]] | None:
+    """kubectl ARGS as words and flags: a flag of VALUED (`-n NS`, `--type=merge`) gives its value under its
+    name, a switch of SWITCHES (`-A`) its (name, value); None when ARGS hold any other flag."""
+    words: list[str] = []
+    values: dict[str, Any] = {}
+    rest = list(args)
     while rest:
         word = rest.pop(0)
         flag, equals, value = word.partition("=")
-        if word in ("-A", "--all-namespaces"):
-            values["namespace"] = ALL_NAMESPACES
-        elif flag in FLAGS and (equals or rest):
-            values[FLAGS[flag]] = value if equals else rest.pop(0)
+        if switches and word in switches:
+            name, meant = switches[word]
+            values[name] = meant
+        elif flag in valued and (equals or rest):
+            values[valued[flag]] = value if equals else rest.pop(0)
         elif word.startswith("-"):
             return None
         else:
             words.append(word)
+    return words, values
+
+
+def parse_get(args: tuple[str, ...]) -> GetArgs | None:
+    """The read `kubectl get ARGS` makes, or None when ARGS say more than a plain read."""
+    if not args or args[0] != "get":
+        return None
+    split = split_args(args[1:], FLAGS, {flag: ("namespace", ALL_NAMESPACES) for flag in ("-A", "--all-namespaces")})
+    if split is None:
+        return None
+    words, values = split
     if len(words) == 1 and "/" in words[0]:
         words = words[0].split("/", 1)
     if not 1 <= len(words) <= 2 or "," in words[0]:
