@@ -76,25 +76,6 @@ def free_port() -> int:
         return int(spare.getsockname()[1])
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[int]:
-    """`probe.pl serve` on a free port, asking the socket in tmp_path."""
-    port = free_port()
-    env = {"PATH": os.environ["PATH"], "SOCKET_DIR": str(tmp_path), "PGPORT": PGPORT, "PROBE_PORT": str(port)}
-    process = subprocess.Popen(["perl", str(PROBE), "serve"], env=env, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr and process.stderr.read()
-            time.sleep(0.02)
-    yield port
-    process.send_signal(signal.SIGINT)  # the postgres images' STOPSIGNAL: PID 1 of its container needs a handler
-    assert process.wait(timeout=5) == 0
-
-
 def get(port: int, path: str) -> tuple[int, str, float]:
     started = time.monotonic()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -103,6 +84,31 @@ def get(port: int, path: str) -> tuple[int, str, float]:
     answer = response.status, response.read().decode().strip(), time.monotonic() - started
     connection.close()
     return answer
+
+
+def start_probe(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`probe.pl serve` on a free port, asking the socket in `directory`, once it answers HTTP: its stop
+    signals' handlers are set by then (a signal before them would be ignored or kill it)."""
+    # A free port of its own: the script's default (8008) is one port for every test that runs at once.
+    port = free_port()
+    env = {"PATH": os.environ["PATH"], "SOCKET_DIR": str(directory), "PGPORT": PGPORT, "PROBE_PORT": str(port)}
+    process = subprocess.Popen(["perl", str(PROBE), "serve"], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            get(port, "/alive")
+            return process, port
+        except OSError:
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr and process.stderr.read()
+            time.sleep(0.02)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[int]:
+    process, port = start_probe(tmp_path)
+    yield port
+    process.send_signal(signal.SIGINT)  # the postgres images' STOPSIGNAL: PID 1 of its container needs a handler
+    assert process.wait(timeout=5) == 0
 
 
 @pytest.mark.parametrize("state, ready, alive", [
@@ -149,10 +155,6 @@ def test_ask_exits_with_pg_isreadys_codes(tmp_path, state, code):
 def test_other_stop_signals_end_it_at_once(tmp_path, stop):
     """An image whose STOPSIGNAL is SIGTERM (or SIGQUIT) stops it as promptly as SIGINT does (the fixture's):
     without a handler, the kubelet would wait out the pod's grace period."""
-    # A free port of its own: the script's default (8008) is one port for every test that runs at once.
-    env = {"PATH": os.environ["PATH"], "SOCKET_DIR": str(tmp_path), "PGPORT": PGPORT, "PROBE_PORT": str(free_port())}
-    process = subprocess.Popen(["perl", str(PROBE), "serve"], env=env)
-    time.sleep(0.3)
-    assert process.poll() is None
+    process, _ = start_probe(tmp_path)
     process.send_signal(stop)
     assert process.wait(timeout=5) == 0
