@@ -178,3 +178,16 @@ def test_cached_objects_share_their_strings() -> None:
     first, second = store.observation("ns", "db").pods
     assert first["status"]["phase"] is second["status"]["phase"]
     assert next(iter(first["status"])) is next(iter(second["status"]))
+
+
+def test_a_forgotten_namespace_loses_its_objects_and_its_sync_and_the_others_keep_theirs() -> None:
+    woken: list = []
+    store = ChildStore(on_change=lambda namespace, name: woken.append((namespace, name)))
+    for namespace in ("gone", "kept"):
+        for kind in KINDS:
+            store.replace(kind, namespace, [obj("db-0", namespace=namespace)] if kind == "pods" else [])
+    woken.clear()
+    store.forget("gone")
+    assert woken == [("gone", "db")]  # its database wakes (and finds its namespace gone)
+    assert store.observation("gone", "db") is None  # reads go to the API until informers list it again
+    assert store.observation("kept", "db") is not None and store.observation("kept", "db").pods

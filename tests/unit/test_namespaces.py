@@ -30,8 +30,8 @@ def test_a_namespace_is_managed_as_kopf_matches_it(values, namespace, expected):
     assert managed(values, namespace) is expected
 
 
-def test_names_are_listed_one_by_one_and_a_pattern_lists_all():
+def test_names_are_listed_one_by_one_and_a_patterns_namespaces_are_followed():
     assert informer_scopes([]) == [None]
     assert informer_scopes(["a", "b"]) == ["a", "b"]
-    assert informer_scopes(["a", "team-*"]) == [None]
+    assert informer_scopes(["a", "team-*"]) == []  # the NamespaceFollower's, each as it appears
     assert any_pattern(["!kube-*"]) and any_pattern(["a,b"]) and not any_pattern(["team-a"])

@@ -112,6 +112,14 @@ class ChildStore:
         """The watch broke: answer from the API until the next full listing."""
         self._synced.discard((kind, scope))
 
+    def forget(self, namespace: str) -> None:
+        """The namespace is gone and its informers have stopped: drop its objects; reads in a namespace of
+        that name go to the API until informers list it again."""
+        for kind in KINDS:
+            for key in [k for k in self._instance[kind] if k[0] == namespace]:
+                self._drop(kind, key)
+            self._synced.discard((kind, namespace))
+
     def synced(self, namespace: str | None) -> bool:
         return all((kind, None) in self._synced or (kind, namespace) in self._synced for kind in KINDS)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .. import names
 from ..cluster.api import KubernetesApi
 from ..cluster.child_store import ChildStore
-from ..cluster.informers import Informer
+from ..cluster.informers import ListWatch
 from ..config import Config
 from ..desired.platform import Platform
 from ..helm.releases import Helm
@@ -30,7 +30,7 @@ class OperatorMemo:
     # The API adapter itself (runtime.api is the same object, seen as the port): the informers and
     # the Lease take their connections from it.
     api: KubernetesApi
-    informers: list[Informer] = field(default_factory=list)  # started by the startup handler, stopped at cleanup
+    informers: list[ListWatch] = field(default_factory=list)  # started by the startup handler, stopped at cleanup
 
     def close(self) -> None:
         """After kopf stopped: remove what the Helm holds (its temporary plugins folder)."""

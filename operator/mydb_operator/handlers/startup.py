@@ -14,7 +14,7 @@ import kopf
 
 from .. import names
 from ..cluster import clients
-from ..cluster.informers import informer_scopes, start_informers
+from ..cluster.informers import first_listings, start_informers
 from ..model.namespaces import any_pattern
 from ..reconcile.namespace_deletion import let_go_in_deleted_namespaces
 from ..telemetry import metrics
@@ -66,7 +66,7 @@ async def configure(settings: kopf.OperatorSettings, memo: OperatorMemo, **_: An
         loop.call_soon_threadsafe(update, *args)  # the store is touched only from the event loop
 
     memo.informers[:] = start_informers(runtime.children, list(config.namespaces), deliver=deliver, api=memo.api)
-    if not await runtime.children.listed(informer_scopes(list(config.namespaces)), FIRST_LISTING_SECONDS):
+    if not await first_listings(runtime.children, memo.informers, list(config.namespaces), FIRST_LISTING_SECONDS):
         log.warning(
             "the informers have not listed every kind in %.0fs: reconciles read the API until they have",
             FIRST_LISTING_SECONDS,
