@@ -50,6 +50,7 @@ from harness import (
     http_ok,
     log,
     make_cert,
+    make_key,
     openssl,
     running_pid,
     start,
@@ -96,7 +97,7 @@ def make_pki() -> None:
     """The CA, the components' certificates and the ServiceAccount key: made once, kept while the state is."""
     PKI_DIR.mkdir(parents=True, exist_ok=True)
     if not (PKI_DIR / "ca.crt").exists():
-        openssl("genrsa", "-out", str(PKI_DIR / "ca.key"), "2048")
+        make_key(PKI_DIR / "ca.key")
         openssl(
             "req",
             "-x509",
@@ -133,8 +134,8 @@ def make_pki() -> None:
     make_cert("kwok", "/O=system:masters/CN=kwok")
     make_cert("volume-agent", "/O=system:masters/CN=mydb-volume-agent")
     if not (PKI_DIR / "sa.pub").exists():
-        openssl("genrsa", "-out", str(PKI_DIR / "sa.key"), "2048")
-        openssl("rsa", "-in", str(PKI_DIR / "sa.key"), "-pubout", "-out", str(PKI_DIR / "sa.pub"))
+        make_key(PKI_DIR / "sa.key")  # ServiceAccount tokens are signed ES256
+        openssl("pkey", "-in", str(PKI_DIR / "sa.key"), "-pubout", "-out", str(PKI_DIR / "sa.pub"))
 
 
 def b64(path: Path) -> str:

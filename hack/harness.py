@@ -64,6 +64,12 @@ def openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
+def make_key(path: Path) -> None:
+    """An ECDSA P-256 key (as kubeadm's ECDSA-P256): a 2048-bit RSA key took 0.25 s of CPU to make here, this
+    takes 5 ms; and every TLS handshake with the API server and every ServiceAccount token signs with one."""
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path))
+
+
 def user_cluster_role(user: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
     """A ClusterRole of RULES bound to USER (a client certificate's CN), as one List for `kubectl apply`."""
     return {
@@ -93,7 +99,7 @@ def make_cert(name: str, subject: str, *, server_sans: str | None = None) -> Non
     key, csr, crt = (PKI_DIR / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
     if key.exists() and crt.exists():
         return
-    openssl("genrsa", "-out", str(key), "2048")
+    make_key(key)
     openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr))
     ext = PKI_DIR / f"{name}.ext"
     usage = "serverAuth" if server_sans else "clientAuth"

@@ -345,7 +345,8 @@ def test_agent_process_follows_list_and_watch_and_stops_on_sigterm(tmp_path):
 
 def test_client_certificate_and_ca_come_from_the_kubeconfig(tmp_path):
     """A kubeconfig with *-data fields yields a TLS context that holds the client certificate."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=t",
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=t",
                     "-keyout", str(tmp_path / "k.pem"), "-out", str(tmp_path / "c.pem"), "-days", "1"],
                    check=True, capture_output=True)
     data = {name: base64.b64encode((tmp_path / name).read_bytes()).decode() for name in ("k.pem", "c.pem")}
