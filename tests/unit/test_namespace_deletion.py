@@ -17,7 +17,11 @@ from mydb_operator.handlers import daemon
 from mydb_operator.handlers.memo import OperatorMemo
 from mydb_operator.handlers.wakeups import Wakeups
 from mydb_operator.policy.deletion import finalizers_without, marked_for_deletion
-from mydb_operator.reconcile.namespace_deletion import let_go_in_deleted_namespace, let_go_in_deleted_namespaces
+from mydb_operator.reconcile.namespace_deletion import (
+    events_to_post,
+    let_go_in_deleted_namespace,
+    let_go_in_deleted_namespaces,
+)
 
 OTHER = "example.com/keep-me"
 
@@ -123,3 +127,19 @@ def test_a_start_up_that_cannot_list_namespaces_goes_on() -> None:
     api.failing["terminating_namespaces"] = ApiException(status=403, reason="Forbidden")
     run(let_go_in_deleted_namespaces(api, ["team-*"]))
     assert released(api) == []
+
+
+def test_events_are_not_posted_into_a_namespace_being_deleted() -> None:
+    """The API server refuses new Events there (kopf retried each nine times, an ERROR line a try)."""
+    api = FakeApi()
+    runtime = make_runtime(FakeHelm(), api=api)
+    events = [("Warning", "Degraded", "1 of 2 pods ready")]
+    assert run(events_to_post(runtime, "ns", events)) == events
+    api.terminating.add("ns")
+    assert run(events_to_post(runtime, "ns", events)) == []
+    assert run(events_to_post(runtime, "ns", [])) == []
+    reads = len(api.reads)
+    run(events_to_post(runtime, "other", []))
+    assert len(api.reads) == reads, "no Events, no read"
+    api.failing["namespace_terminating"] = ApiException(status=500, reason="Internal Server Error")
+    assert run(events_to_post(runtime, "ns", events)) == events, "a read that fails posts them"

@@ -12,7 +12,7 @@ import kopf
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail, failure_reason
 from ..policy.backoff import Backoff, problem_retry_delay
-from ..reconcile.namespace_deletion import let_go_in_deleted_namespace
+from ..reconcile.namespace_deletion import events_to_post, let_go_in_deleted_namespace
 from ..reconcile.reporting import StoredStatus, count_api_failure, reconcile_and_store
 from ..telemetry import metrics
 from .memo import OperatorMemo
@@ -52,7 +52,7 @@ async def run_database(
                 if first_pass and not outcome.helm_ran and not outcome.problem:
                     revision = (outcome.status.get("release") or {}).get("revision")
                     log.info("%s/%s: up to date at helm revision %s, no helm run needed", namespace, name, revision)
-                for type_, reason, message in outcome.events:
+                for type_, reason, message in await events_to_post(memo.runtime, namespace, outcome.events):
                     kopf.event(body, type=type_, reason=reason, message=message)
                 if outcome.problem:
                     delay = problem_retry_delay(outcome.problem.reason, backoff.failed(), memo.config.resync_seconds)

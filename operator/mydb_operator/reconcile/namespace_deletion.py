@@ -24,6 +24,7 @@ from ..cluster.api import ApiPort
 from ..cluster.failures import API_FAILURES, failure_detail
 from ..model.namespaces import managed
 from ..policy.deletion import finalizers_without, marked_for_deletion
+from ..status.warnings import Event
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,21 @@ async def let_go_in_deleted_namespace(runtime: Runtime, namespace: str, name: st
         )
         return False
     return True
+
+
+async def events_to_post(runtime: Runtime, namespace: str, events: list[Event]) -> list[Event]:
+    """The pass's Events, or none in a namespace being deleted: the API server refuses them there (kopf tried
+    each nine times, an ERROR line a try), and the namespace would take them with it. One read, only when
+    there are Events; a read that fails posts them, as before."""
+    if not events:
+        return events
+    try:
+        if await runtime.api.namespace_terminating(namespace):
+            log.debug("%s: being deleted, %d Event(s) not posted", namespace, len(events))
+            return []
+    except API_FAILURES:
+        pass
+    return events
 
 
 async def let_go_in_deleted_namespaces(api: ApiPort, patterns: Sequence[str]) -> None:
