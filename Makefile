@@ -19,18 +19,19 @@ QUICK_REST  := tests/chart tests/hack tests/postgres bench
 test: tools node-packages ## every check and test: make lint and the unit tests while the cluster starts, the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with the rest of make check beside them (charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
 	@# The test cluster starts (the system's Python: hack/ and bringup.py need no venv) while pip installs the
 	@# venv on one core; then make lint and the unit tests take the core the start leaves idle, going on
-	@# into the e2e pass's first seconds rather than holding it back. Should the start fail, the tests'
-	@# cluster fixture tries again and says why.
-	mkdir -p $(dir $(QUICK_LOG)); PYTHONPATH=tests $(PYTHON) -m e2e.bringup > $(UP_LOG) 2>&1 & up_pid=$$!; \
+	@# into the e2e pass's first seconds rather than holding it back, and the e2e workers start and collect
+	@# (their cluster fixture waits on the cluster lock the start holds; its log is printed as it ends).
+	@# Should the start fail, the tests' cluster fixture tries again and says why.
+	mkdir -p $(dir $(QUICK_LOG)); \
+	  { PYTHONPATH=tests $(PYTHON) -m e2e.bringup > $(UP_LOG) 2>&1; cat $(UP_LOG); } & up_pid=$$!; \
 	  $(MAKE) --no-print-directory venv scanners postgres; made=$$?; \
-	  [ $$made -eq 0 ] || { wait $$up_pid; cat $(UP_LOG); PYTHONPATH=tests $(PYTHON) -m e2e.bringup down; exit $$made; }; \
+	  [ $$made -eq 0 ] || { wait $$up_pid; PYTHONPATH=tests $(PYTHON) -m e2e.bringup down; exit $$made; }; \
 	  { $(MAKE) --no-print-directory lint && MYDB_KEEP_CLUSTER=1 $(PY) -m pytest $(QUICK_FIRST); } > $(FIRST_LOG) 2>&1 & \
 	  first_pid=$$!; \
-	  wait $$up_pid; cat $(UP_LOG); \
 	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
 	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n 3 $(QUICK_REST) > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
 	  $(PY) -m pytest -m serial tests/e2e; serial=$$?; \
-	  wait $$first_pid; first=$$?; wait $$quick_pid; quick=$$?; \
+	  wait $$up_pid; wait $$first_pid; first=$$?; wait $$quick_pid; quick=$$?; \
 	  echo "===== make check, part 1: make lint and the unit tests, run from the cluster's start ($(FIRST_LOG)) ====="; \
 	  cat $(FIRST_LOG); \
 	  echo "===== make check, part 2: the other tests, run beside the serial pass ($(QUICK_LOG)) ====="; \
