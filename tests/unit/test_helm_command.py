@@ -14,6 +14,7 @@ from pyhelm3 import errors as helm_errors
 
 from mydb_operator.helm import postrender
 from mydb_operator.helm.command import SKIP_CLIENT_VALIDATION, OperatorCommand
+from mydb_operator.helm.errors import HelmError
 from mydb_operator.helm.releases import GO_RUNTIME, HELM_DRIVER, Helm
 
 ENVIRONMENT = {"PATH": os.environ.get("PATH", os.defpath)}
@@ -270,3 +271,30 @@ def test_a_half_done_release_is_recovered_then_upgraded_and_a_rollback_does_not_
     recovered = made[2].split()
     assert recovered[:2] == recovery.split()[:2] and set(recovery.split()) <= set(recovered)
     assert ("--wait" in recovered) == recovery.endswith("--wait")
+
+
+def test_the_chart_and_its_values_are_read_from_its_folder_without_a_helm_run(tmp_path: Path) -> None:
+    """Chart.yaml and values.yaml as `helm show chart` and `show values` print them: two Helm runs less at every
+    start (the chart check) and every `render`; a file that does not parse is a HelmError naming it."""
+    chart, _, _ = chart_and_recorder(tmp_path)
+    (chart / "values.yaml").write_text("replicas: 1\npostgresql: {port: 5433}\n")
+    calls = tmp_path / "calls"
+    helm = tmp_path / "counting-helm"
+    helm.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n[ "$1" = version ] && printf v4.3.1\n')
+    helm.chmod(helm.stat().st_mode | stat.S_IEXEC)
+    loaded = Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1)
+    assert asyncio.run(loaded.default_values()) == {"replicas": 1, "postgresql": {"port": 5433}}
+    found = asyncio.run(loaded.chart())
+    assert (found.metadata.name, found.metadata.version, found.ref) == ("c", "0.1.0", chart.resolve())
+    # pyhelm3's client asks the version once, as it is made; nothing else ran.
+    assert [line.split()[0] for line in calls.read_text().splitlines()] == ["version"]
+
+    (chart / "values.yaml").unlink()
+    assert asyncio.run(Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1)
+                       .default_values()) == {}
+    (chart / "values.yaml").write_text("replicas: [1\n")
+    with pytest.raises(HelmError, match="cannot read the chart's values .*values.yaml"):
+        asyncio.run(Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1).default_values())
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: c\n")  # no version
+    with pytest.raises(HelmError, match="cannot load the chart"):
+        asyncio.run(Helm(chart, environment=ENVIRONMENT, executable=str(helm), max_parallel=1).chart())

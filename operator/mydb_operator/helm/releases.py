@@ -13,7 +13,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+import pydantic
 import pyhelm3
+import yaml
 from pyhelm3 import errors as helm_errors
 from pyhelm3.models import ReleaseRevisionStatus
 
@@ -46,6 +48,11 @@ class AppliedRelease:
     revision: int
     status: str
     chart: str
+
+
+def one_line(error: BaseException) -> str:
+    """An error's first line (a YAML or validation error spans several). Pure."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def helm_environment(environment: Mapping[str, str], plugins: Path | None) -> dict[str, str]:
@@ -102,7 +109,6 @@ class Helm:
         self.client = pyhelm3.Client(command=self.command, executable=executable)
         self._chart: pyhelm3.Chart | None = None
         self._default_values: dict[str, Any] | None = None
-        self._chart_lock = asyncio.Lock()
         # Helm runs are CPU-heavy subprocesses: bound them so hundreds of databases
         # queue instead of starving the API server on a small machine.
         self.max_parallel = max_parallel
@@ -123,24 +129,30 @@ class Helm:
         self.close()
 
     async def chart(self) -> pyhelm3.Chart:
-        async with self._chart_lock:  # hundreds of first reconciles at once load it once
-            if self._chart is None:
-                try:
-                    async with helm_timer("show"):
-                        self._chart = await self.client.get_chart(self.chart_dir)
-                except helm_errors.Error as error:
-                    raise HelmError(f"cannot load the chart {self.chart_dir}: {helm_message(error)}") from None
+        """The chart, its metadata read from its Chart.yaml: what `helm show chart` prints, without a Helm run
+        (the chart is a directory, pulled into one when it came from a registry: chart_source.py)."""
+        if self._chart is None:
+            try:
+                metadata = yaml.safe_load((self.chart_dir / "Chart.yaml").read_text())
+                # pyhelm3's models take the Helm command beside their fields, which pydantic's mypy plugin misses.
+                self._chart = pyhelm3.Chart(  # type: ignore[call-arg]
+                    _command=self.command, ref=self.chart_dir, repo=None, metadata=metadata
+                )
+            except (OSError, yaml.YAMLError, pydantic.ValidationError) as error:
+                raise HelmError(f"cannot load the chart {self.chart_dir}: {one_line(error)}") from None
         return self._chart
 
     async def default_values(self) -> dict[str, Any]:
-        """The chart's own values.yaml (what a chart declares it takes)."""
+        """The chart's own values.yaml (what a chart declares it takes), as `helm show values` prints it."""
         if self._default_values is None:
-            chart = await self.chart()
+            path = self.chart_dir / "values.yaml"
             try:
-                async with helm_timer("show"):
-                    self._default_values = dict(await chart.values() or {})
-            except helm_errors.Error as error:
-                raise HelmError(f"cannot read the chart's values {self.chart_dir}: {helm_message(error)}") from None
+                loaded = yaml.safe_load(path.read_text()) if path.exists() else {}
+            except (OSError, yaml.YAMLError) as error:
+                raise HelmError(f"cannot read the chart's values {path}: {one_line(error)}") from None
+            if not isinstance(loaded, dict | None):
+                raise HelmError(f"cannot read the chart's values {path}: not a mapping")
+            self._default_values = dict(loaded or {})
         return self._default_values
 
     async def template(self, namespace: str, release: str, values: dict[str, Any]) -> list[dict[str, Any]]:
