@@ -45,7 +45,7 @@ def bring_up(say: Say) -> Path:
             session = sharing.read_session()
             paused = _pause_other_real_node_owner(say)
             kubeconfig, started = _cluster_up()
-            sharing.write_session({"started": bool(session.get("started") or started),
+            sharing.write_session({**session, "started": bool(session.get("started") or started),
                                    "paused": session.get("paused") or paused})
     except (RuntimeError, OSError, subprocess.CalledProcessError):
         if paused:

@@ -181,12 +181,17 @@ def free_port() -> int:
 
 
 def install_crd_and_rbac(cluster, env: dict[str, str] | None = None) -> Path:
-    """hack/install-dev.sh: the CRD, the operator chart's RBAC, and a kubeconfig for its ServiceAccount. ENV
-    names another cluster than the shared one (private_cluster.py)."""
+    """hack/install-dev.sh: the CRD, the operator chart's RBAC, and a kubeconfig for its ServiceAccount; on the
+    shared cluster once a run (sharing.installed). ENV names another cluster than the shared one
+    (private_cluster.py)."""
     kubeconfig = cluster.kubeconfig.parent / "operator-e2e.kubeconfig"
     with sharing.cluster_lock():
+        if env is None and sharing.installed(kubeconfig):
+            return kubeconfig
         subprocess.run(["bash", str(REPO / "hack" / "install-dev.sh"), str(kubeconfig)], check=True,
                        env=env or {**os.environ, "MYDB_CLUSTER_DIR": str(cluster.kubeconfig.parent)})
+        if env is None:
+            sharing.record_installed(kubeconfig)
     return kubeconfig
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -94,7 +95,8 @@ def _session_file() -> Path:
 
 
 def read_session() -> dict:
-    """{"started": whether the tests started the cluster, "paused": the environment of a cluster they paused}."""
+    """{"started": whether the tests started the cluster, "paused": the environment of a cluster they paused,
+    "installed": what the CRD and RBAC were installed from (installed())}."""
     try:
         return json.loads(_session_file().read_text())
     except (OSError, ValueError):
@@ -107,3 +109,30 @@ def write_session(session: dict) -> None:
 
 def forget_session() -> None:
     _session_file().unlink(missing_ok=True)
+
+
+REPO = Path(__file__).resolve().parents[2]
+# What hack/install-dev.sh installs from: a change to any of it installs again.
+INSTALLED_FROM = ("crds", "charts/mydatabase-operator", "hack/install-dev.sh")
+
+
+def _installation(kubeconfig: Path) -> str:
+    """The CRD and RBAC as hack/install-dev.sh would install them now, on this cluster (its CA: a cluster made
+    anew has another; a paused one resumed keeps it, and its objects), with its kubeconfig there."""
+    digest = hashlib.sha256(str(kubeconfig).encode())
+    for part in [kubeconfig.parent / "state" / "pki" / "ca.crt", *(REPO / root for root in INSTALLED_FROM)]:
+        for path in sorted([part] if part.is_file() else part.rglob("*")):
+            if path.is_file():
+                digest.update(str(path).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def installed(kubeconfig: Path) -> bool:
+    """Whether this run already installed the CRD and RBAC on the shared cluster as they are now (call under
+    the cluster lock): the workers after the first and the serial pass need not again (7 programs, 3 CPU-s
+    and up to 14 s under the lock, each)."""
+    return kubeconfig.exists() and read_session().get("installed") == _installation(kubeconfig)
+
+
+def record_installed(kubeconfig: Path) -> None:
+    write_session({**read_session(), "installed": _installation(kubeconfig)})
