@@ -40,7 +40,7 @@ def test_no_observation_until_every_kind_is_listed() -> None:
 def test_listed_waits_for_every_kind_in_every_scope() -> None:
     async def scenario() -> tuple[bool, bool, bool]:
         store = ChildStore(on_change=lambda *_: None)
-        waiting = asyncio.ensure_future(store.listed(["a", "b"], timeout=5))
+        waiting = asyncio.ensure_future(store.listed(lambda: ["a", "b"], timeout=5))
         for kind in KINDS:
             store.replace(kind, "a", [])
         await asyncio.sleep(0)
@@ -48,11 +48,29 @@ def test_listed_waits_for_every_kind_in_every_scope() -> None:
         for kind in KINDS:
             store.replace(kind, "b", [])
         listed = await waiting
-        return after_a, listed, await store.listed([None], timeout=0.05)  # never listed cluster-wide
+        return after_a, listed, await store.listed(lambda: [None], timeout=0.05)  # never listed cluster-wide
 
     after_a, listed, cluster_wide = asyncio.run(scenario())
     assert not after_a and listed
     assert not cluster_wide  # gave up after its timeout: reconciles read the API meanwhile
+
+
+def test_a_namespace_forgotten_while_start_up_waits_for_it_is_no_longer_waited_for() -> None:
+    """A make test start-up waited its whole 20 s: a namespace the follower had found was deleted before its
+    informers listed it, and start-up went on waiting for those listings."""
+    async def scenario() -> bool:
+        store = ChildStore(on_change=lambda *_: None)
+        followed = ["kept", "deleted"]
+        waiting = asyncio.ensure_future(store.listed(lambda: list(followed), timeout=5))
+        for kind in KINDS:
+            store.replace(kind, "kept", [])
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        followed.remove("deleted")  # the follower's DELETED: its informers stop, the store forgets it
+        store.forget("deleted")
+        return await asyncio.wait_for(waiting, timeout=1)
+
+    assert asyncio.run(scenario())
 
 
 def test_objects_are_filed_by_instance_and_assembled_like_an_api_read() -> None:

@@ -119,21 +119,23 @@ class ChildStore:
             for key in [k for k in self._instance[kind] if k[0] == namespace]:
                 self._drop(kind, key)
             self._synced.discard((kind, namespace))
+        self._listing.set()  # start-up may have been waiting for this namespace's listings
 
     def synced(self, namespace: str | None) -> bool:
         return all((kind, None) in self._synced or (kind, namespace) in self._synced for kind in KINDS)
 
     async def listed(
         self,
-        scopes: list[str | None],
+        scopes: Callable[[], list[str | None]],
         timeout: float,  # noqa: ASYNC109 (running out of time is an answer: reconciles then read the API)
     ) -> bool:
-        """Wait until every kind has been listed in every scope (None: all namespaces); False if
-        that takes over `timeout` s. At start-up: a database reconciled before this would read its
-        children from the API, a request per database where the listing is one per kind."""
+        """Wait until every kind has been listed in every scope (None: all namespaces) that `scopes()` names
+        as it is asked again after each listing or forgotten namespace (one deleted meanwhile is no longer
+        waited for); False if that takes over `timeout` s. At start-up: a database reconciled before this
+        would read its children from the API, a request per database where the listing is one per kind."""
         try:
             async with asyncio.timeout(timeout):
-                while not all(self.synced(scope) for scope in scopes):
+                while not all(self.synced(scope) for scope in scopes()):
                     self._listing.clear()
                     await self._listing.wait()
         except TimeoutError:

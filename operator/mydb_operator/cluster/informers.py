@@ -234,13 +234,16 @@ async def first_listings(
     namespaces: list[str],
     timeout: float,  # noqa: ASYNC109 (running out of time is an answer, as in ChildStore.listed)
 ) -> bool:
-    """Wait until every kind is listed where the operator starts with it, in the namespaces a follower found
-    at its first listing too; False after `timeout` s (reconciles read the API until then)."""
+    """Wait until every kind is listed where the operator starts with it, and in the namespaces a follower
+    follows once it has listed them (not one deleted meanwhile, whose informers stopped unlisted); False after
+    `timeout` s (reconciles read the API until then)."""
     deadline = time.monotonic() + timeout
-    scopes = informer_scopes(namespaces)
-    for thread in threads:
-        if isinstance(thread, NamespaceFollower):
-            if not await asyncio.to_thread(thread.first_listing.wait, timeout):
-                return False
-            scopes += thread.followed()
+    followers = [thread for thread in threads if isinstance(thread, NamespaceFollower)]
+    for follower in followers:
+        if not await asyncio.to_thread(follower.first_listing.wait, timeout):
+            return False
+
+    def scopes() -> list[str | None]:
+        return informer_scopes(namespaces) + [namespace for f in followers for namespace in f.followed()]
+
     return await store.listed(scopes, max(0.0, deadline - time.monotonic()))
