@@ -108,6 +108,17 @@ def test_a_problem_a_user_fixes_is_looked_at_again_at_least_every_resync(reason:
     assert problem_retry_delay("HelmFailed", backed_off=300, resync=60) == 300  # an API refusal backs off
 
 
+def test_a_namespace_being_deleted_is_looked_at_again_after_the_first_step_however_many_passes_failed() -> None:
+    """Events woke the daemon into four failed passes in two seconds as the namespace controller deleted the pods:
+    the fifth look came 40 s later, and the namespace stayed Terminating that long (an e2e run's last minute)."""
+    from mydb_operator.policy.backoff import problem_retry_delay
+
+    backoff = Backoff()
+    waits = [problem_retry_delay("NamespaceDeleting", backoff.failed(), resync=60) for _ in range(6)]
+    assert waits == [5, 5, 5, 5, 5, 5]
+    assert problem_retry_delay("HelmFailed", backoff.failed(), resync=60) == 300
+
+
 def test_a_success_starts_the_count_again() -> None:
     backoff = Backoff()
     assert [backoff.failed() for _ in range(3)] == [5, 10, 20]

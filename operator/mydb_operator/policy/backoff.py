@@ -20,10 +20,17 @@ WAITING_ON_A_USER = frozenset(
         "TLSSecretInvalid",
     }
 )
+# The namespace is being deleted: its controller marks the database for deletion within seconds, and the look
+# after that lets it go (reconcile/namespace_deletion.py). The pods' Events woke the daemon into a few failed
+# passes in a row, which doubled the back-off to 40 s and more: the namespace stayed Terminating that long.
+WAITING_ON_THE_NAMESPACE = "NamespaceDeleting"
 
 
 def problem_retry_delay(reason: str, backed_off: float, resync: float) -> float:
-    """The wait after a problem: the back-off's, but never longer than a resync for one a user fixes."""
+    """The wait after a problem: the back-off's, but never longer than a resync for one a user fixes, and the
+    first step's alone for a namespace being deleted."""
+    if reason == WAITING_ON_THE_NAMESPACE:
+        return min(BACKOFF_FIRST, backed_off)
     return min(backed_off, resync) if reason in WAITING_ON_A_USER else backed_off
 
 
