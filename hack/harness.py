@@ -153,17 +153,6 @@ def running_pid(name: str, pid_dir: Path = PID_DIR) -> int | None:
 # The components this process started: how one that ended ended (a silent death says it was a signal).
 STARTED: dict[str, subprocess.Popen[bytes]] = {}
 
-# The Go servers (API server, etcd, controllers, kubelet, containerd, kwok) collect garbage when their heap has
-# grown 400 % instead of Go's 100 %: a test run on 2 cores is CPU-bound, and this host has memory to spare
-# (docs/architecture.md, the tests' rounds). A GOGC of the caller's own wins.
-GO_GARBAGE_COLLECTION = {"GOGC": "400"}
-
-
-def component_environment(env: dict[str, str] | None) -> dict[str, str]:
-    """The environment a component starts in: the one given (else ours), with the Go collector's pace. Pure."""
-    base = dict(os.environ if env is None else env)
-    return {**GO_GARBAGE_COLLECTION, **base}
-
 
 def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
     # The child has its own copy of the log's descriptor: ours closes once it is started.
@@ -174,7 +163,7 @@ def start(name: str, args: list[str], env: dict[str, str] | None = None) -> None
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            env=component_environment(env),
+            env=env,
         )
     pid_file(name).write_text(str(process.pid))
     STARTED[name] = process

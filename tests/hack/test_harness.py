@@ -35,13 +35,3 @@ print(harness.alive("sleeper"), harness.how_it_ended("sleeper"))
     printed = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
                              env={**os.environ, "MYDB_CLUSTER_DIR": str(tmp_path), "PYTHONPATH": str(REPO / "hack")})
     assert printed.stdout.splitlines() == ["True None", "False killed by SIGTERM"]
-
-
-def test_components_start_with_the_go_collectors_pace_unless_the_caller_set_one() -> None:
-    """The local cluster's Go servers collect garbage at GOGC=400 (CPU is the test run's limit, not memory);
-    a GOGC in the environment given, or in ours, is kept."""
-    sys.path.insert(0, str(REPO / "hack"))  # hack/ scripts import each other by plain name
-    import harness
-
-    assert harness.component_environment({"PATH": "/bin"}) == {"PATH": "/bin", "GOGC": "400"}
-    assert harness.component_environment({"GOGC": "100"}) == {"GOGC": "100"}
