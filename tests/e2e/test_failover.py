@@ -200,7 +200,9 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     print(f"\nhung primary: first write on {new} {first.at - hung:.1f}s after the hang"
           f" (the old server was {'still there' if resumed else 'killed'} at SIGCONT)")
     assert rows(cluster, namespace, new) == ROW_FACTS
-    assert events(cluster, namespace, "FailoverStarted") and events(cluster, namespace, "Promoted")
+    # kopf posts a pass's Events after its status write, and the writer can reach the new primary before then.
+    wait_for("the FailoverStarted and Promoted Events", lambda: events(cluster, namespace, "FailoverStarted")
+             and events(cluster, namespace, "Promoted"), timeout=15)
     wait_for(f"{old} back as a replica of {new}",
              lambda: sql_at(cluster, namespace, old, "select pg_is_in_recovery()") == "t", timeout=150)
     settled(cluster, namespace, new)
