@@ -11,12 +11,17 @@ demo: venv node-packages ## start the local control plane and the operator, appl
 TEST_WORKERS ?= 4
 QUICK_LOG := .cluster/make-check.log
 FIRST_LOG := .cluster/make-check-first.log
+IDLE_LOG  := .cluster/make-check-idle.log
 UP_LOG    := .cluster/bringup.log
-# make check's tests: the units run first in make test (beside the cluster's start), the rest beside the serial pass.
+# make check's tests in make test: the units first (beside the cluster's start); the ones that only compute
+# (renders, scanners, pure functions) beside the e2e pass, on the CPU it leaves (hack/background.py); the
+# rest beside the serial pass (the hack/ scripts' and PostgreSQL's, which wait on timers, and the probe's).
+# Together they are make check's.
 QUICK_FIRST := tests/unit
-QUICK_REST  := tests/chart tests/hack tests/postgres bench
+QUICK_IDLE  := tests/chart bench --ignore=tests/chart/test_probe_script.py
+QUICK_REST  := tests/hack tests/postgres tests/chart/test_probe_script.py
 
-test: tools node-packages ## every check and test: make lint and the unit tests while the cluster starts, the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster, then the serial ones (the cluster alone, little CPU) with the rest of make check beside them (charts with both scanners, hack/ and PostgreSQL scripts: no cluster needed)
+test: tools node-packages ## every check and test: make lint and the unit tests while the cluster starts, the e2e tests across TEST_WORKERS pytest-xdist workers sharing the local cluster (the chart and scanner tests beside them on the CPU they leave), then the serial ones (the cluster alone, little CPU) with the rest of make check beside them (hack/ and PostgreSQL scripts: no cluster needed)
 	@# The test cluster starts (the system's Python: hack/ and bringup.py need no venv) while pip installs the
 	@# venv on one core; then make lint and the unit tests take the core the start leaves idle, going on
 	@# into the e2e pass's first seconds rather than holding it back, and the e2e workers start and collect
@@ -28,16 +33,22 @@ test: tools node-packages ## every check and test: make lint and the unit tests 
 	  [ $$made -eq 0 ] || { wait $$up_pid; PYTHONPATH=tests $(PYTHON) -m e2e.bringup down; exit $$made; }; \
 	  { $(MAKE) --no-print-directory lint && MYDB_KEEP_CLUSTER=1 $(PY) -m pytest $(QUICK_FIRST); } > $(FIRST_LOG) 2>&1 & \
 	  first_pid=$$!; \
+	  MYDB_KEEP_CLUSTER=1 $(PYTHON) hack/background.py run -- $(PY) -m pytest -n 2 $(QUICK_IDLE) > $(IDLE_LOG) 2>&1 & \
+	  idle_pid=$$!; \
 	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; parallel=$$?; \
+	  $(PYTHON) hack/background.py foreground $$idle_pid; \
 	  MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n 3 $(QUICK_REST) > $(QUICK_LOG) 2>&1 & quick_pid=$$!; \
 	  $(PY) -m pytest -m serial tests/e2e; serial=$$?; \
-	  wait $$up_pid; wait $$first_pid; first=$$?; wait $$quick_pid; quick=$$?; \
+	  wait $$up_pid; wait $$first_pid; first=$$?; wait $$idle_pid; idle=$$?; wait $$quick_pid; quick=$$?; \
+	  $(PYTHON) hack/background.py remove; \
 	  echo "===== make check, part 1: make lint and the unit tests, run from the cluster's start ($(FIRST_LOG)) ====="; \
 	  cat $(FIRST_LOG); \
-	  echo "===== make check, part 2: the other tests, run beside the serial pass ($(QUICK_LOG)) ====="; \
+	  echo "===== make check, part 2: the chart and scanner tests, run beside the e2e pass on the CPU it left ($(IDLE_LOG)) ====="; \
+	  cat $(IDLE_LOG); \
+	  echo "===== make check, part 3: the other tests, run beside the serial pass ($(QUICK_LOG)) ====="; \
 	  cat $(QUICK_LOG); \
-	  echo "make test: make lint and unit tests exit $$first, e2e parallel pass exit $$parallel, serial pass exit $$serial, make check's other tests exit $$quick"; \
-	  [ $$first -eq 0 ] && [ $$parallel -eq 0 ] && [ $$serial -eq 0 ] && [ $$quick -eq 0 ]
+	  echo "make test: make lint and unit tests exit $$first, e2e parallel pass exit $$parallel, serial pass exit $$serial, make check's chart tests exit $$idle, its other tests exit $$quick"; \
+	  [ $$first -eq 0 ] && [ $$parallel -eq 0 ] && [ $$serial -eq 0 ] && [ $$idle -eq 0 ] && [ $$quick -eq 0 ]
 
 lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
 	$(VENV)/bin/ruff check operator bench hack
@@ -47,7 +58,7 @@ lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hac
 	$(VENV)/bin/lint-imports
 
 check: venv lint scanners postgres ## the quick tier (under 2 minutes): static checks, then every test that needs no cluster (units, charts, hack/ scripts, PostgreSQL scripts)
-	$(PY) -m pytest -n $(TEST_WORKERS) $(QUICK_FIRST) $(QUICK_REST)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(QUICK_FIRST) tests/chart tests/hack tests/postgres bench
 
 test-e2e: venv tools node-packages ## the tests on the local cluster only, parallel then serial as in make test
 	MYDB_KEEP_CLUSTER=1 $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" tests/e2e; \
