@@ -45,12 +45,14 @@ class OperatorProcess:
     args: list[str] = field(default_factory=sharing.operator_scope)
     # The operator elects a leader by default. Its Lease goes where the ServiceAccount
     # of hack/install-dev.sh may write one (the kubeconfig names no namespace), and
-    # lasts 5 s so that a start after a SIGKILL leads within seconds (a SIGTERM
-    # releases the Lease at once). Every instance of a worker shares its Lease
-    # unless a test names another: one stands by while the other runs.
+    # lasts 10 s so that a start after a SIGKILL leads within seconds (a SIGTERM
+    # releases the Lease at once), while the renewals (every 3.3 s, each operator
+    # the whole pass) stay few: at 5 s they were the API server's most frequent write.
+    # Every instance of a worker shares its Lease unless a test names another: one
+    # stands by while the other runs.
     lease_namespace: str = "mydb-system"
     lease_name: str = field(default_factory=sharing.lease_name)
-    lease_seconds: int = 5
+    lease_seconds: int = 10
     health_port: int = 0  # /healthz (a standby's says whom it waits for); 0: off
 
     def start(self, wait: bool = True) -> None:
