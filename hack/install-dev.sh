@@ -22,7 +22,10 @@ SA=mydb-operator
 # --force-conflicts: crds/ wins over an earlier manager of the CRD's fields (an
 # operator chart release, as tests/e2e/test_rbac.py installs one).
 "${BIN}/kubectl" apply --server-side --force-conflicts -f "${REPO}/crds" >/dev/null
-"${BIN}/kubectl" wait --for=condition=Established crd/mydatabases.myapp.example.com --timeout=60s >/dev/null
+# kubectl wait fails at once, instead of waiting, while the new CRD has no conditions at all (its controller
+# sets them a moment after the create): ask again after a second.
+established() { "${BIN}/kubectl" wait --for=condition=Established crd/mydatabases.myapp.example.com --timeout=60s; }
+established >/dev/null 2>&1 || { sleep 1; established >/dev/null; }
 "${BIN}/kubectl" get namespace "${NS}" >/dev/null 2>&1 || "${BIN}/kubectl" create namespace "${NS}" >/dev/null
 "${BIN}/helm" template "${SA}" "${REPO}/charts/mydatabase-operator" --namespace "${NS}" \
   --set deployment.enabled=false --set crds.install=false --set leaderElection.enabled=true \
