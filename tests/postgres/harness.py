@@ -154,18 +154,19 @@ def render_with(helm: str, database: dict, workdir: Path, *helm_args: str) -> Re
 # --- the machine ------------------------------------------------------------
 
 def free_port(addresses: tuple[str, ...]) -> int:
-    """A TCP port free on every one of the loopback addresses."""
-    for _ in range(50):
-        with socket.socket() as first:
-            first.bind((addresses[0], 0))
-            port = first.getsockname()[1]
-            try:
-                for address in addresses[1:]:
-                    with socket.socket() as other:
-                        other.bind((address, port))
-            except OSError:
-                continue
-            return port
+    """A TCP port free on every one of the loopback addresses, below the ephemeral range: a machine keeps
+    its port while its servers stop and start, and a port of that range can meanwhile become some
+    connection's own end (a run saw PostgreSQL's bind fail so, beside the e2e pass's loopback traffic)."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        port = secrets.choice(range(20000, max(ephemeral, 20001)))
+        try:
+            for address in addresses:
+                with socket.socket() as probe:
+                    probe.bind((address, port))
+        except OSError:
+            continue
+        return port
     raise RuntimeError(f"no port free on all of {addresses}")
 
 
