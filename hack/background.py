@@ -3,11 +3,12 @@
 `make test` runs the part of `make check` that only computes (the chart's renders and scanners, the
 benchmark's pure functions) beside the e2e pass instead of after it. The pass keeps both cores busy most
 of the time, but its workers also wait together (on PostgreSQL, on kubelet timers), and those idle
-seconds are enough for these tests. They run in a cpu cgroup of an eighth of a process group's weight
-(cpu.shares on cgroup v1, cpu.weight on v2), so they take little from the pass while it computes, yet
-never stall for long; once the pass ends, `foreground` gives the group a normal weight for the run's
-tail. On a host without a writable cpu controller the command runs at nice 19 in a session of its own
-(whose autogroup gets nice 19 too: with autogroups, nice alone only ranks a session's own processes).
+seconds are enough for these tests. They run in a cpu cgroup of the lowest weight (cpu.shares 2 on cgroup
+v1, cpu.weight 1 on v2, against a process group's 1024 and 100), so they take next to nothing from the
+pass while it computes (at an eighth of a group's weight they took as much from it as they saved); once
+the pass ends, `foreground` gives the group a normal weight for the run's tail. On a host without a
+writable cpu controller the command runs at nice 19 in a session of its own (whose autogroup gets nice
+19 too: with autogroups, nice alone only ranks a session's own processes).
 
     background.py run -- COMMAND...   exec COMMAND in the background group (it keeps this process's pid)
     background.py foreground PID      the group's weight back to normal (PID: the process `run` became)
@@ -22,9 +23,9 @@ import sys
 from pathlib import Path
 
 GROUP = os.environ.get("MYDB_BACKGROUND_GROUP", "mydb-background")
-# A process group's own weight, and the background's: an eighth of it.
-V1_SHARES = {"foreground": 1024, "background": 128}
-V2_WEIGHTS = {"foreground": 100, "background": 13}
+# A process group's own weight, and the background's: the lowest there is.
+V1_SHARES = {"foreground": 1024, "background": 2}
+V2_WEIGHTS = {"foreground": 100, "background": 1}
 NICE = {"foreground": 0, "background": 19}
 
 

@@ -25,14 +25,14 @@ def background(*args: str, root: Path | None = None, group: str = "mydb-backgrou
     return subprocess.Popen([sys.executable, str(BACKGROUND), *args], env=env, text=True, **popen)
 
 
-def test_on_cgroup_v1_the_command_gets_an_eighth_of_the_weight_then_all_of_it(tmp_path: Path) -> None:
+def test_on_cgroup_v1_the_command_gets_the_lowest_weight_then_a_full_one(tmp_path: Path) -> None:
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "cpu.shares").write_text("1024")
     command = background("run", "--", *COMMAND, root=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert command.stdout is not None and command.stdin is not None
     pid = int(command.stdout.readline())
     group = tmp_path / "cpu" / "mydb-background"
-    assert (group / "cpu.shares").read_text() == "128"
+    assert (group / "cpu.shares").read_text() == "2"
     assert (group / "cgroup.procs").read_text() == str(pid)  # the process `run` was is the command
     assert background("foreground", str(pid), root=tmp_path).wait(timeout=30) == 0
     assert (group / "cpu.shares").read_text() == "1024"
@@ -46,7 +46,7 @@ def test_on_cgroup_v2_the_root_hands_down_the_cpu_controller(tmp_path: Path) -> 
     assert command.stdout is not None
     pid = int(command.stdout.readline())
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
-    assert (tmp_path / "mydb-background" / "cpu.weight").read_text() == "13"
+    assert (tmp_path / "mydb-background" / "cpu.weight").read_text() == "1"
     assert background("foreground", str(pid), root=tmp_path).wait(timeout=30) == 0
     assert (tmp_path / "mydb-background" / "cpu.weight").read_text() == "100"
     command.communicate("\n", timeout=30)
