@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from harness import CACHE_DIR, HACK_DIR, PORT_BASE, STATE_DIR, http_ok, log, run, start, wait_until
+from harness import CACHE_DIR, HACK_DIR, PORT_BASE, STATE_DIR, http_ok, log, run, running_pid, start, wait_until
 from node_network import CNI_BIN_DIR
 
 REGISTRY = f"127.0.0.1:{PORT_BASE}"
@@ -175,9 +175,10 @@ def forget_stale_images() -> None:
 
 def forget_containers() -> None:
     """Remove every container's record (the images stay), once their processes are gone. A containerd that no
-    longer answers (killed) leaves them to the next kubelet, which removes the containers of pods it does not
-    know."""
-    if ctr("version", check=False).returncode != 0:
+    longer runs or answers (killed, or the node already down) leaves them to the next kubelet, which removes the
+    containers of pods it does not know. Not running: no `ctr` at all, whose dial waits 10 s for a socket that
+    nobody serves (the `down` after the tests' own took 10 s so)."""
+    if running_pid("containerd") is None or ctr("version", check=False).returncode != 0:
         return
     ids = ctr("containers", "list", "--quiet").stdout.split()
     if ids and ctr("containers", "remove", *ids, check=False).returncode != 0:

@@ -44,3 +44,16 @@ def test_content_another_kept_tag_names_keeps_its_other_names() -> None:
     stored = {POSTGRES: PG, "127.0.0.1:16500/library/postgres:15": PG, f"127.0.0.1:16500/library/postgres@{PG}": PG}
     registry = {POSTGRES: PG, "127.0.0.1:16500/library/postgres:15": NEW}
     assert stale_images(stored, registry) == ["127.0.0.1:16500/library/postgres:15"]
+
+
+def test_a_containerd_that_is_not_running_is_not_dialled(monkeypatch) -> None:
+    """`down` of a node already down: ctr's dial of a socket nobody serves waits 10 s (the serial pass's last
+    `down`, after the down test's own, took that long)."""
+    import node_containers
+
+    def no_dial(*args: str, check: bool = True) -> None:
+        raise AssertionError(f"ctr {' '.join(args)} was run with no containerd to answer it")
+
+    monkeypatch.setattr(node_containers, "running_pid", lambda name: None)
+    monkeypatch.setattr(node_containers, "ctr", no_dial)
+    node_containers.forget_containers()
