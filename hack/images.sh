@@ -401,10 +401,11 @@ postgres_key() { if [[ "$1" == "${PG_MAJOR}" ]]; then echo POSTGRES; else echo "
 
 # What goes to the registry: KEY LOCAL-REF NAME (NAME relative to the
 # registry). PostgreSQL goes where charts/mydatabase looks for it by default
-# (library/postgres, tag = the database's version, and its major).
-published() {
-  local versions major version key
-  versions="$(postgres_versions)"
+# (library/postgres, tag = the database's version, and its major). VERSIONS:
+# postgres_versions's lines, when the caller has them (each listing runs buildah).
+published() {  # [VERSIONS]
+  local versions="${1:-}" major version key
+  [[ -n "${versions}" ]] || versions="$(postgres_versions)"
   printf '%s %s %s\n' \
     DEBIAN_IMAGE "${REF[debian]}" "mydb/debian:${SUITE}" \
     DEBIAN_TRIXIE_IMAGE "${REF[debian-trixie]}" "mydb/debian:trixie"
@@ -427,9 +428,9 @@ published() {
 
 list() {
   local lines key ref name versions major version
-  lines="$(published)"
-  while read -r key ref name; do echo "${key}=${name}"; done <<<"${lines}"
   versions="$(postgres_versions)"
+  lines="$(published "${versions}")"
+  while read -r key ref name; do echo "${key}=${name}"; done <<<"${lines}"
   while read -r major version; do
     echo "$(postgres_key "${major}")_VERSION=${version}"
   done <<<"${versions}"

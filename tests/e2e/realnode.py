@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import urllib.request
@@ -40,8 +41,11 @@ def pinned_platform(*tags: str) -> dict:
     return {**local_node_platform(), "majors": [15], "imageDigests": pins}
 
 
+@functools.cache
 def images() -> dict[str, str]:
-    """KEY -> full reference in the local registry (POSTGRES_IMAGE, OPERATOR_IMAGE, ...), from hack/images.sh list."""
+    """KEY -> full reference in the local registry (POSTGRES_IMAGE, OPERATOR_IMAGE, ...), from hack/images.sh list.
+    Once a process: the list is the cluster's start's, and each listing runs buildah eight times (about 1.5 s of
+    CPU; some twenty listings a run)."""
     listed = subprocess.run(["bash", str(REPO / "hack" / "images.sh"), "list"], check=True,
                             capture_output=True, text=True).stdout
     return {key: f"{REGISTRY}/{ref}" for key, ref in (line.split("=", 1) for line in listed.split() if "=" in line)}
