@@ -48,9 +48,13 @@ def answer(cluster, namespace: str, pod: str, query: str) -> str:
     return (result.stdout if result.returncode == 0 else result.stderr).strip()
 
 
-def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
+@pytest.mark.long
+def test_seed_streams_on_real_pods_and_its_lost_pods_come_back_clean_with_every_row(cluster, real_operator,
+                                                                                    namespace):
     """3 real pods, ordinal 0 primary, both replicas streaming; a row written on the primary reaches every replica;
-    the read-write Service lands on the primary, the read-only one on replicas only; the Secret's URIs work."""
+    the read-write Service lands on the primary, the read-only one on replicas only; the Secret's URIs work; the
+    archive streams and the first base backup is taken. Then its primary's pod and a replica's are lost and come
+    back clean (lose_the_primary_then_a_replica)."""
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(SEED))
     wait_ready(cluster, namespace, "production-db", timeout=300)
 
@@ -110,6 +114,8 @@ def test_seed_streams_on_real_pods(cluster, real_operator, namespace):
     deleted = cluster.kubectl("delete", "pod", "-n", namespace, "production-db-wal-0", "--timeout=15s", check=False)
     assert deleted.returncode == 0, deleted.stderr
 
+    lose_the_primary_then_a_replica(cluster, namespace, "production-db")
+
 
 def test_database_elsewhere_stays_on_kwok(cluster, operator, namespace):
     """Without the platform config (the shared test operator), a database keeps running on the kwok nodes."""
@@ -152,9 +158,9 @@ def rows(cluster, namespace: str, pod: str) -> str:
     return answer(cluster, namespace, pod, "select count(*), sum(id) from kept")
 
 
-def ready_with_rows(cluster, namespace: str, name: str) -> None:
-    """NAME at 2 pods (create_db), Ready, with write_rows on its primary and on its replica."""
-    create_db(cluster, namespace, name, replicas=2)
+def ready_with_rows(cluster, namespace: str, name: str, **spec) -> None:
+    """NAME at 2 pods (create_db, SPEC's fields on top), Ready, with write_rows on its primary and on its replica."""
+    create_db(cluster, namespace, name, replicas=2, **spec)
     wait_ready(cluster, namespace, name, timeout=300)
     wait_streaming(cluster, namespace, f"{name}-0", 1)
     write_rows(cluster, namespace, f"{name}-0")
@@ -204,22 +210,23 @@ def delete_pod_and_wait_ready_again(cluster, namespace: str, name: str, pod: str
     wait_ready(cluster, namespace, name, timeout=300)
 
 
-@pytest.mark.long
-def test_primary_and_replica_loss_restart_cleanly_and_keep_rows(cluster, real_operator, namespace):
-    """Deleting the primary pod shuts PostgreSQL down cleanly (the new pod's log says 'shut down at', with no crash
-    recovery), status leaves Ready and comes back; the pod, coming back by itself within failoverDelay, is waited
-    for (no failover), every row is on it and both replicas stream again. failoverDelay is 60 s here: with the
-    default 3 s, a loaded CI machine once took longer than that to stop the old pod and schedule the new one,
-    and a replica took over, as failoverDelay asks (the failover tests prove that path);
-    deleting a replica pod likewise brings it back clean, and it catches up with rows written while it was down even
-    though the primary switched WAL segments and checkpointed meanwhile (the primary keeps the WAL it needs)."""
-    name, primary, replica = "production-db", "production-db-0", "production-db-1"
-    create_db(cluster, namespace, name, replicas=3, failoverDelay=60)
-    wait_ready(cluster, namespace, name, timeout=300)
-    wait_streaming(cluster, namespace, primary, 2)
+def lose_the_primary_then_a_replica(cluster, namespace: str, name: str) -> None:
+    """NAME (3 pods, ordinal 0 primary): deleting the primary pod shuts PostgreSQL down cleanly (the new pod's log
+    says 'shut down at', with no crash recovery), status leaves Ready and comes back; the pod, coming back by itself
+    within failoverDelay, is waited for (no failover), every row is on it and both replicas stream again.
+    failoverDelay is set to 60 s first: with the default 3 s, a loaded CI machine once took longer than that to
+    stop the old pod and schedule the new one, and a replica took over, as failoverDelay asks (the failover tests
+    prove that path); deleting a replica pod likewise brings it back clean, and it catches up with rows written
+    while it was down even though the primary switched WAL segments and checkpointed meanwhile (the primary keeps
+    the WAL it needs)."""
+    primary, replica = f"{name}-0", f"{name}-1"
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"failoverDelay": 60}}')
+    wait_for("failoverDelay 60 observed", lambda: (lambda d: (d.get("status") or {}).get("observedGeneration")
+             == d["metadata"]["generation"])(get_json(cluster, "-n", namespace, "mydb", name)), timeout=60)
+    wait_ready(cluster, namespace, name, timeout=120)
     write_rows(cluster, namespace, primary)
     assert rows(cluster, namespace, primary) == ROW_FACTS
-    for pod in ("production-db-1", "production-db-2"):
+    for pod in (f"{name}-1", f"{name}-2"):
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
 
     delete_pod_and_wait_ready_again(cluster, namespace, name, primary)
@@ -294,8 +301,12 @@ def run_on_real_node_with_backups(cluster, namespace: str, pod: str, claim: str,
 
 
 @pytest.mark.long
-def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(cluster, real_operator, namespace):
-    """backup-now=<epoch> runs one backup Job on the real node that succeeds; its pg_dump file and a matching
+def test_backups_on_real_pods_a_failed_one_warns_once_and_an_on_demand_one_restores_into_a_new_database(
+        cluster, real_operator, namespace):
+    """A backup Job made from the database's CronJob whose pg_dump cannot reach a server (its PGHOST a Service with no
+    endpoints, as when the primary is unreachable) really fails on the real node: BackupHealthy turns False naming
+    the Job, status.backup records it, one Warning Event is posted. Then backup-now=<epoch> runs one backup Job on
+    the real node that succeeds and makes it healthy again (no second Warning); its pg_dump file and a matching
     checksum are in the backups volume and hold the table; status.backup records the request and the success;
     a new MyDatabase restored from it (backup: latest) restores that very dump, becomes Ready and has every row,
     on its primary and on its replica."""
@@ -303,6 +314,7 @@ def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(clu
     create_db(cluster, namespace, name, replicas=2)
     wait_ready(cluster, namespace, name, timeout=300)
     write_rows(cluster, namespace, f"{name}-0")
+    fail_a_backup(cluster, namespace, name)
 
     token = str(int(time.time()))
     cluster.kubectl("annotate", "-n", namespace, f"mydb/{name}", f"myapp.example.com/backup-now={token}",
@@ -321,9 +333,10 @@ def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(clu
     wait_for("status.backup records the success", lambda: backup_status(cluster, namespace, name)
              .get("lastSuccessfulJob") == job, timeout=60)
     assert backup_status(cluster, namespace, name).get("lastSuccessfulTime")
-    conditions = get_json(cluster, "-n", namespace, "mydb", name)["status"]["conditions"]
-    healthy = next(c for c in conditions if c["type"] == "BackupHealthy")
-    assert (healthy["status"], healthy["reason"]) == ("True", "BackupSucceeded"), healthy
+    wait_for("BackupHealthy True again", lambda: backup_condition(cluster, namespace, name).get("status") == "True",
+             timeout=60)
+    assert backup_condition(cluster, namespace, name)["reason"] == "BackupSucceeded"
+    assert backup_warnings(cluster, namespace, name) == 1
 
     listing = run_on_real_node_with_backups(
         cluster, namespace, "backup-check", f"{name}-backups",
@@ -341,41 +354,20 @@ def test_on_demand_backup_runs_on_real_pods_and_restores_into_a_new_database(clu
     assert rows(cluster, namespace, "restored-1") == ROW_FACTS
 
 
-def test_hibernate_and_wake_keep_the_rows(cluster, real_operator, namespace):
-    """hibernate: true stops every real pod (phase Hibernated, Ready False, claims kept); false brings the database
-    back Ready with every row on the primary and the replica, the primary having been shut down cleanly."""
-    name = "production-db"
-    ready_with_rows(cluster, namespace, name)
-
-    def database_pods() -> list[str]:
-        return [p["metadata"]["name"] for p in get_json(cluster, "-n", namespace, "pods", "-l",
-                f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]]
-
-    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"hibernate": true}}')
-    wait_for("phase Hibernated with no pods", lambda: not database_pods() and (
-        get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("phase") == "Hibernated",
-        timeout=180)
-    assert ready_status(cluster, namespace, name) == "False"
-    claims = get_json(cluster, "-n", namespace, "pvc", "-l",
-                      f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]
-    assert sorted(c["metadata"]["name"] for c in claims) == [f"data-{name}-0", f"data-{name}-1"]
-
-    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"hibernate": false}}')
-    wait_ready(cluster, namespace, name, timeout=300)
-    assert rows(cluster, namespace, f"{name}-0") == ROW_FACTS
-    assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
-    log = container_log(cluster, namespace, f"{name}-0")
-    assert "database system was shut down at" in log and "database system was interrupted" not in log, log
+def backup_condition(cluster, namespace: str, name: str) -> dict:
+    conditions = (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "BackupHealthy"), {})
 
 
-@pytest.mark.long
-def test_failed_backup_on_real_pods_turns_condition_false_with_one_warning(cluster, real_operator, namespace):
-    """A backup Job made from the database's CronJob whose pg_dump cannot reach a server (its PGHOST a Service with no
-    endpoints, as when the primary is unreachable) really fails on the real node: BackupHealthy turns False naming
-    the Job, status.backup records it, one Warning Event is posted; the next on-demand backup makes it healthy."""
-    name = "production-db"
-    create_db(cluster, namespace, name, replicas=1)
-    wait_ready(cluster, namespace, name, timeout=300)
+def backup_warnings(cluster, namespace: str, name: str) -> int:
+    events = get_json(cluster, "-n", namespace, "events", "--field-selector",
+                      f"involvedObject.kind=MyDatabase,involvedObject.name={name},type=Warning")["items"]
+    return sum(e.get("count", 1) for e in events if e["reason"] == "BackupFailed")
+
+
+def fail_a_backup(cluster, namespace: str, name: str) -> None:
+    """Run a Job of NAME's backup CronJob pointed at a Service with no endpoints; see it fail on the real node,
+    BackupHealthy turn False naming it, status.backup record it, one Warning told."""
     # A Service that selects nothing: connections to it are refused, as they are to a primary that is down.
     unreachable = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "no-primary"},
                    "spec": {"selector": {"app.kubernetes.io/instance": "nothing"}, "ports": [{"port": 5432}]}}
@@ -398,45 +390,12 @@ def test_failed_backup_on_real_pods_turns_condition_false_with_one_warning(clust
     log = cluster.kubectl("logs", "-n", namespace, job_pods[0]["metadata"]["name"]).stdout
     assert "pg_dump: error: connection to server" in log, log
 
-    def backup_condition() -> dict:
-        conditions = (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c["type"] == "BackupHealthy"), {})
-    wait_for("BackupHealthy False", lambda: backup_condition().get("reason") == "BackupFailed", timeout=120)
-    assert backup_condition()["status"] == "False" and job in backup_condition()["message"]
+    wait_for("BackupHealthy False", lambda: backup_condition(cluster, namespace, name).get("reason") == "BackupFailed",
+             timeout=120)
+    condition = backup_condition(cluster, namespace, name)
+    assert condition["status"] == "False" and job in condition["message"], condition
     assert backup_status(cluster, namespace, name)["lastFailedJob"] == job
-
-    def backup_warnings() -> int:
-        events = get_json(cluster, "-n", namespace, "events", "--field-selector",
-                          f"involvedObject.kind=MyDatabase,involvedObject.name={name},type=Warning")["items"]
-        return sum(e.get("count", 1) for e in events if e["reason"] == "BackupFailed")
-    wait_for("a BackupFailed Warning", lambda: backup_warnings() >= 1, timeout=60)
-
-    cluster.kubectl("annotate", "-n", namespace, f"mydb/{name}", "myapp.example.com/backup-now=after-the-failure")
-    wait_for("BackupHealthy True again", lambda: backup_condition().get("status") == "True", timeout=240)
-    assert backup_warnings() == 1
-
-
-def test_deleted_database_with_retain_is_adopted_again_with_its_rows(cluster, real_operator, namespace):
-    """Deleting a MyDatabase (deletionPolicy Retain, the default) stops its pods and keeps its claims and
-    credentials; applying it again adopts them: the same Secret, the same rows on the primary and the replica."""
-    name = "production-db"
-    ready_with_rows(cluster, namespace, name)
-    secret_uid = get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"]
-
-    cluster.kubectl("delete", "-n", namespace, f"mydb/{name}", "--timeout=120s")
-    wait_for("the pods gone", lambda: not get_json(cluster, "-n", namespace, "pods", "-l",
-                                                   f"app.kubernetes.io/instance={name}")["items"], timeout=120)
-    claims = sorted(c["metadata"]["name"] for c in get_json(cluster, "-n", namespace, "pvc")["items"])
-    assert claims == [f"data-{name}-0", f"data-{name}-1", f"{name}-backups"], claims
-
-    create_db(cluster, namespace, name, replicas=2)
-    wait_ready(cluster, namespace, name, timeout=300)
-    assert get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"] == secret_uid
-    assert rows(cluster, namespace, f"{name}-0") == ROW_FACTS
-    assert sql(cluster, namespace, f"{name}-1", "select pg_is_in_recovery()") == "t"
-    assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
-    log = container_log(cluster, namespace, f"{name}-0")
-    assert "database system was shut down at" in log and "database system was interrupted" not in log, log
+    wait_for("a BackupFailed Warning", lambda: backup_warnings(cluster, namespace, name) >= 1, timeout=60)
 
 
 def data_filesystem_size(cluster, namespace: str, pod: str) -> int:
@@ -451,51 +410,67 @@ def sized_as_claimed(size: int, claimed: int) -> bool:
     return 0.9 * claimed <= size <= claimed
 
 
-def test_storage_growth_keeps_the_rows_and_the_pods(cluster, real_operator, namespace):
-    """The volumes are real (hack/local_volumes.py): `df` in each pod shows the claim's size. Raising spec.storage
-    grows both claims and their filesystems online without restarting PostgreSQL: the same pods, `df` showing the
-    new size, the rows on both, the replica still streaming."""
-    name = "production-db"
-    create_db(cluster, namespace, name, replicas=2)
-    wait_ready(cluster, namespace, name, timeout=300)
-    write_rows(cluster, namespace, f"{name}-0")
-    before = {pod: pod_uid(cluster, namespace, pod) for pod in (f"{name}-0", f"{name}-1")}
-    for pod in before:
-        size = data_filesystem_size(cluster, namespace, pod)
-        assert sized_as_claimed(size, 2**30), f"{pod}: df shows {size} bytes for a 1Gi claim"
-
-    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"storage": "2Gi"}}')
-    wait_for("both claims at 2Gi", lambda: sorted(
-        c["status"].get("capacity", {}).get("storage") for c in get_json(
-            cluster, "-n", namespace, "pvc", "-l", f"app.kubernetes.io/instance={name},"
-            "app.kubernetes.io/component=database")["items"]) == ["2Gi", "2Gi"], timeout=120)
-    def last_operation() -> tuple[str, str]:
-        done = (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("lastOperation") or {}
-        return done.get("type", ""), done.get("result", "")
-    wait_for("the resize recorded as succeeded", lambda: last_operation() == ("Resize", "Succeeded"), timeout=120)
-    wait_ready(cluster, namespace, name, timeout=120)
-    assert {pod: pod_uid(cluster, namespace, pod) for pod in before} == before, "the resize restarted pods"
-    for pod in before:
-        size = data_filesystem_size(cluster, namespace, pod)
-        assert sized_as_claimed(size, 2 * 2**30), f"{pod}: df shows {size} bytes once grown to 2Gi"
-    write_rows(cluster, namespace, f"{name}-0", 101, 200)
-    for pod in before:
-        wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == row_facts(200), timeout=30)
-    assert streaming_replicas(cluster, namespace, f"{name}-0") == 1
-
-
-def test_postgresql_17_runs_from_the_trixie_image(cluster, real_operator, namespace):
+@pytest.mark.long
+def test_postgresql_17_hibernates_wakes_and_is_adopted_again_after_its_deletion_with_its_rows(
+        cluster, real_operator, namespace):
     """A database at the version of the Debian 13 build (17.N) pulls library/postgres:17.N from the local registry
-    and runs it for real: the server says 17, the replica streams and has the rows."""
+    and runs it for real: the server says 17, the replica streams and has the rows. hibernate: true stops every
+    real pod (phase Hibernated, Ready False, claims kept); false brings the database back Ready with every row on
+    the primary and the replica, the primary having been shut down cleanly. Deleting the MyDatabase
+    (deletionPolicy Retain, the default) stops its pods and keeps its claims and credentials; applying it again
+    adopts them: the same Secret, the same rows on the primary and the replica. One database goes through the
+    three, each step from where the last left it."""
     image = images()["POSTGRES17_IMAGE"]
     version = image.rsplit(":", 1)[1]
     name = "pg17"
-    create_db(cluster, namespace, name, replicas=2, version=version)
-    wait_ready(cluster, namespace, name, timeout=300)
+    ready_with_rows(cluster, namespace, name, version=version)
     for pod in (f"{name}-0", f"{name}-1"):
         assert get_json(cluster, "-n", namespace, "pod", pod)["spec"]["containers"][0]["image"] == image
     assert sql(cluster, namespace, f"{name}-0", "show server_version").startswith(f"{version} ")
     assert sql(cluster, namespace, f"{name}-1", "select pg_is_in_recovery()") == "t"
-    wait_streaming(cluster, namespace, f"{name}-0", 1)
-    write_rows(cluster, namespace, f"{name}-0")
-    wait_for("the rows on the replica", lambda: rows(cluster, namespace, f"{name}-1") == ROW_FACTS, timeout=30)
+
+    hibernate_and_wake(cluster, namespace, name)
+    delete_and_apply_again(cluster, namespace, name, version=version)
+
+
+def hibernate_and_wake(cluster, namespace: str, name: str) -> None:
+    """hibernate: true, then false; the rows written by ready_with_rows are on both pods afterwards."""
+    def database_pods() -> list[str]:
+        return [p["metadata"]["name"] for p in get_json(cluster, "-n", namespace, "pods", "-l",
+                f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]]
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"hibernate": true}}')
+    wait_for("phase Hibernated with no pods", lambda: not database_pods() and (
+        get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("phase") == "Hibernated",
+        timeout=180)
+    assert ready_status(cluster, namespace, name) == "False"
+    claims = get_json(cluster, "-n", namespace, "pvc", "-l",
+                      f"app.kubernetes.io/instance={name},app.kubernetes.io/component=database")["items"]
+    assert sorted(c["metadata"]["name"] for c in claims) == [f"data-{name}-0", f"data-{name}-1"]
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"hibernate": false}}')
+    wait_ready(cluster, namespace, name, timeout=300)
+    assert rows(cluster, namespace, f"{name}-0") == ROW_FACTS
+    assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
+    log = container_log(cluster, namespace, f"{name}-0")
+    assert "database system was shut down at" in log and "database system was interrupted" not in log, log
+
+
+def delete_and_apply_again(cluster, namespace: str, name: str, **spec) -> None:
+    """Delete the MyDatabase (made by ready_with_rows with SPEC), then apply it again: adopted, rows and all."""
+    secret_uid = get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"]
+
+    cluster.kubectl("delete", "-n", namespace, f"mydb/{name}", "--timeout=120s")
+    wait_for("the pods gone", lambda: not get_json(cluster, "-n", namespace, "pods", "-l",
+                                                   f"app.kubernetes.io/instance={name}")["items"], timeout=120)
+    claims = sorted(c["metadata"]["name"] for c in get_json(cluster, "-n", namespace, "pvc")["items"])
+    assert claims == [f"data-{name}-0", f"data-{name}-1", f"{name}-backups"], claims
+
+    create_db(cluster, namespace, name, replicas=2, **spec)
+    wait_ready(cluster, namespace, name, timeout=300)
+    assert get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"] == secret_uid
+    assert rows(cluster, namespace, f"{name}-0") == ROW_FACTS
+    assert sql(cluster, namespace, f"{name}-1", "select pg_is_in_recovery()") == "t"
+    assert rows(cluster, namespace, f"{name}-1") == ROW_FACTS
+    log = container_log(cluster, namespace, f"{name}-0")
+    assert "database system was shut down at" in log and "database system was interrupted" not in log, log

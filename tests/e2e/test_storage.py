@@ -16,7 +16,14 @@ from .conftest import wait_ready
 from .realnode import images, on_real_node
 from .test_faults import event_count, warning_events
 from .test_metrics import scrape
-from .test_real_postgres import create_db, data_filesystem_size, pod_uid, sized_as_claimed, sql
+from .test_real_postgres import (
+    create_db,
+    data_filesystem_size,
+    pod_uid,
+    sized_as_claimed,
+    sql,
+    streaming_replicas,
+)
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -64,10 +71,13 @@ def insert_megabytes(cluster, namespace: str, primary: str, first: int, megabyte
 
 
 @pytest.mark.long
-def test_usage_in_status_and_auto_grow_before_postgresql_runs_out(cluster, real_operator, namespace):
+def test_usage_in_status_auto_grow_before_postgresql_runs_out_and_growth_by_hand(cluster, real_operator,
+                                                                                 namespace):
     """status.storage and the metrics show each pod's usage from its kubelet; past thresholdPercent every claim grows by the
     increment, online (same pods, `df` shows it), with an Event, and spec.storage stays as written; at the
-    limit a Warning says it can grow no more. PostgreSQL never fails a write meanwhile."""
+    limit a Warning says it can grow no more. PostgreSQL never fails a write meanwhile. Raising spec.storage
+    (and the limit) then grows both claims and their filesystems online as well, recorded as a Resize: the
+    same pods, the rows on both, the replica still streaming."""
     name = "growing"
     grow = {"thresholdPercent": 70, "increment": "50%", "limit": "1536Mi", "intervalSeconds": 0}
     create_db(cluster, namespace, name, replicas=2, storage="1Gi", storageAutoGrow=grow)
@@ -113,6 +123,25 @@ def test_usage_in_status_and_auto_grow_before_postgresql_runs_out(cluster, real_
     assert claim_sizes(cluster, namespace, name) == ["1536Mi", "1536Mi"]
     assert len(normal_events(cluster, namespace, name, "StorageAutoGrow")) == 1
     assert sql(cluster, namespace, f"{name}-0", "select count(*) from filler") == str(40 * 1024)
+
+    def last_operation() -> dict:
+        return (get_json(cluster, "-n", namespace, "mydb", name).get("status") or {}).get("lastOperation") or {}
+    before = last_operation()
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p",
+                    json.dumps({"spec": {"storage": "2Gi", "storageAutoGrow": {"limit": "2Gi"}}}))
+    wait_for("both claims at 2Gi", lambda: claim_sizes(cluster, namespace, name) == ["2Gi", "2Gi"], timeout=120)
+    wait_for("the resize recorded as succeeded", lambda: last_operation() != before and (
+        last_operation().get("type"), last_operation().get("result")) == ("Resize", "Succeeded"), timeout=120)
+    wait_ready(cluster, namespace, name, timeout=120)
+    assert {pod: pod_uid(cluster, namespace, pod) for pod in pods} == uids, "the resize restarted pods"
+    wait_for("both filesystems at 2Gi", lambda: all(
+        sized_as_claimed(data_filesystem_size(cluster, namespace, pod), 2 * GI) for pod in pods), timeout=60)
+    written = insert_megabytes(cluster, namespace, f"{name}-0", 40 * 1024 + 1, 1)
+    assert written.returncode == 0, written.stderr
+    for pod in pods:
+        wait_for(f"every row on {pod}", lambda: psql.run(cluster, namespace, pod, "select count(*) from filler")
+                 .stdout.strip() == str(41 * 1024), timeout=30)
+    assert streaming_replicas(cluster, namespace, f"{name}-0") == 1
 
 
 def start_filler(cluster, namespace: str, claims: list[str]) -> None:
