@@ -284,10 +284,13 @@ def test_local_xfs_claims_are_real_filesystems_that_grow_online_and_go_with_thei
     volume = get_json(cluster, "-n", namespace, "pvc", "data")["spec"]["volumeName"]
     volume_dir = cluster.kubeconfig.parent / "state" / "local-volumes"
     assert (volume_dir / f"{volume}.xfs").is_file() and os.path.ismount(volume_dir / volume)
-    # Its loop device writes straight to the file (no second copy in the host's page cache), grown or not.
+    # Its loop device writes straight to the file (no second copy in the host's page cache), grown or not;
+    # on a host whose filesystem refuses O_DIRECT, the provisioner's log says so.
     devices = subprocess.run(["losetup", "--list", "--noheadings", "--raw", "--output", "DIO,BACK-FILE"],
                              capture_output=True, text=True, check=True).stdout.splitlines()
-    assert [line.split()[0] for line in devices if line.endswith(f"/{volume}.xfs")] == ["1"], devices
+    modes = [line.split()[0] for line in devices if line.endswith(f"/{volume}.xfs")]
+    provisioner = (cluster.kubeconfig.parent / "logs" / "local-volumes.log").read_text()
+    assert modes == ["1"] or (modes == ["0"] and f"{volume}.xfs: the loop device copies" in provisioner), devices
     cluster.kubectl("delete", "-n", namespace, "pod", "holder", "--wait=true")
     cluster.kubectl("delete", "-n", namespace, "pvc", "data", "--wait=true")
     wait_for("the volume gone", lambda: not get_json(cluster, "pv", volume), timeout=60)
