@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from mydb_operator import names
-from mydb_operator.model.instances import InstanceFacts, Unreachable
-from mydb_operator.model.record import FAILOVER, RESTART, SWITCHOVER, PrimaryRecord
+from mydb_operator.model.instances import InstanceFacts, Standby, Unreachable
+from mydb_operator.model.record import FAILOVER, REBUILT, RESTART, SWITCHOVER, PrimaryRecord
 from mydb_operator.policy import maintenance
 from mydb_operator.policy.actions import (
     FAILING_OVER,
@@ -28,8 +28,10 @@ from mydb_operator.policy.actions import (
     Restart,
 )
 from mydb_operator.policy.candidates import Refusal, choose_replica
-from mydb_operator.policy.members import HaSettings, Members
+from mydb_operator.model.sighting import Sighting, latest, sighting_of
+from mydb_operator.policy.members import HaSettings, Members, unavailable_since
 from mydb_operator.policy.primary import plan
+from mydb_operator.reconcile.topology import failover_on_an_unasked_primary
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 SETTINGS = HaSettings(failover_delay=3, max_lag=16 * 2**20, synchronous=False)
@@ -67,12 +69,32 @@ def replica_facts(ordinal: int, received: int, replayed: int | None = None, upst
                          replay_lsn=received if replayed is None else replayed, receiver=receiver, conninfo=conninfo)
 
 
+SEEN = object()  # members(): the default sighting, see there
+
+
 def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRecord | None = None,
             served: bool = True, settings: HaSettings = SETTINGS, reference: int | None = None,
-            now: datetime = NOW) -> Members:
+            now: datetime = NOW, sighting: Any = SEEN, watching_since: Any = SEEN,
+            last_primary: str | None = None) -> Members:
+    """The database as the decisions see it. Unless told otherwise, the operator read the recorded primary's
+    position (REFERENCE, else 0) just as it stopped serving, with every replica that answered streaming, and
+    has watched it down since then."""
+    primary = (record.previous or record.primary) if record is not None else "db-0"
+    down = next((p for p in pods if p["metadata"]["name"] == primary), None)
+    if watching_since is SEEN:
+        watching_since = unavailable_since(down) or now - timedelta(hours=1)
+    serving = next((p for p in probes if isinstance(p, InstanceFacts) and not p.in_recovery), None)
+    if sighting is SEEN and serving is not None and serving.standbys:
+        sighting = sighting_of(serving.pod, {serving.pod: serving}, now)
+    elif sighting is SEEN and serving is not None:  # a primary's facts without standbys: every replica streams
+        streaming = {p.pod: p.wal_lsn for p in probes if isinstance(p, InstanceFacts) and p.in_recovery}
+        sighting = Sighting(serving.pod, now, serving.wal_lsn, serving.timeline, streaming)
+    elif sighting is SEEN:
+        streaming = {p.pod: p.wal_lsn for p in probes if isinstance(p, InstanceFacts) and p.in_recovery}
+        sighting = Sighting(primary, unavailable_since(down) or now, reference or 0, 1, streaming)
     return Members(namespace="ns", release="db", pods=tuple(pods), record=record,
                    probes={p.pod: p for p in probes}, settings=settings, now=now, served=served,
-                   reference_lsn=reference)
+                   sighting=sighting, watching_since=watching_since, last_primary=last_primary)
 
 
 # ---------------------------------------------------------------- the choice of a replica
@@ -415,3 +437,164 @@ def test_a_primary_down_with_a_full_volume_is_not_failed_over_and_is_restarted_o
     (restart,) = plan(decided).actions
     assert restart == Restart("db-0", "uid-0")
     assert plan(dataclasses.replace(base, full=frozenset({"db-1"}))).state == STUCK  # the only replica is full
+
+
+# ---------------------------------------------------------------- fresh facts, a hard lag limit (a node's blip)
+# The node-blip case: the node went Unknown, every pod of it was marked not ready, the operator could not reach
+# the primary; on the node's return it failed a healthy primary over to a replica 1 GB behind.
+
+GiB = 2**30
+
+
+def blip_pods(primary_since: datetime) -> list[dict[str, Any]]:
+    return [pod(0, ready=False, role="primary", since=primary_since), pod(1), pod(2)]
+
+
+def test_a_primary_whose_server_answers_is_kept_whatever_its_pods_readiness_says():
+    """Its pod unready for minutes (the node controller's word, a node that was Unknown), but its server, asked
+    now, answers as the primary on the newest timeline: no failover, nothing recorded."""
+    pods = blip_pods(NOW - timedelta(minutes=2))
+    facts = [primary_facts(0, 5000), replica_facts(1, 5000), replica_facts(2, 5000)]
+    kept = plan(members(pods, facts, reference=5000))
+    assert kept.state == WAITING and kept.actions == ()
+    assert "its server answers as the primary" in kept.message
+    # A former primary answering on an older timeline than a replica is no such primary.
+    older = dataclasses.replace(primary_facts(0, 5000), timeline=1)
+    newer = dataclasses.replace(replica_facts(1, 5000), timeline=2)
+    moved_on = plan(members(pods, [older, newer, replica_facts(2, 5000)], reference=5000, sighting=None))
+    assert "answers as the primary" not in moved_on.message
+
+
+def test_failover_delay_counts_from_when_a_replica_could_first_be_seen_to_take_over():
+    """The primary's pod has been unready for two minutes, but in all that time no replica could be seen (the
+    whole node was Unknown): the operator starts counting failoverDelay when it first sees one that could."""
+    pods = blip_pods(NOW - timedelta(minutes=2))
+    facts = [replica_facts(1, 1000), replica_facts(2, 1000)]
+    first_look = plan(members(pods, facts, reference=1000, watching_since=None))
+    assert first_look.state == WAITING and first_look.actions == ()
+    assert first_look.recheck == pytest.approx(SETTINGS.failover_delay)
+    a_second_later = plan(members(pods, facts, reference=1000, watching_since=NOW - timedelta(seconds=1)))
+    assert a_second_later.state == WAITING and a_second_later.recheck == pytest.approx(2.0)
+    watched_long_enough = plan(members(pods, facts, reference=1000, watching_since=NOW - timedelta(seconds=3)))
+    assert watched_long_enough.state == FAILING_OVER
+
+
+def test_a_replica_that_was_not_streaming_is_never_recorded_even_with_the_most_wal():
+    """db-2 has the most WAL but was not in the primary's pg_stat_replication as streaming when the primary last
+    answered: the streaming db-1 is chosen; with db-1 unready too, nothing is recorded at all."""
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    facts = [replica_facts(1, 1000), replica_facts(2, 1200)]
+    seen = Sighting("db-0", NOW - timedelta(seconds=12), 1200, 1, {"db-1": 1000})
+    chosen = plan(members([down, pod(1), pod(2)], facts, sighting=seen))
+    assert chosen.state == FAILING_OVER and chosen.actions[0].record.primary == "db-1"
+    alone = plan(members([down, pod(1, ready=False), pod(2)], facts, sighting=seen))
+    assert alone.state == STUCK and alone.actions == ()
+    assert "db-2 was not streaming from db-0 when it last answered" in alone.message
+
+
+def test_a_replica_past_max_lag_is_never_recorded_not_even_for_a_moment():
+    """The second blip: both replicas about 1 GB behind the primary's last position. No record, no Event, the
+    refusal names each replica and its lag."""
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    facts = [replica_facts(1, 5 * GiB), replica_facts(2, 5 * GiB - 100 * 2**20)]
+    stale = plan(members([down, pod(1), pod(2)], facts, reference=6 * GiB))
+    assert stale.state == STUCK and stale.actions == ()
+    assert f"db-1 is {GiB} bytes behind" in stale.message and "maxLagOnFailover" in stale.message
+    assert "db-2 is" in stale.message
+
+
+def test_the_lag_is_judged_only_on_a_primary_position_read_shortly_before_it_stopped():
+    """A position read 31 s before the primary stopped serving is no reference: nothing is promoted until a
+    fresh one is read. None read by this operator at all (it started after the primary stopped): the same."""
+    since = NOW - timedelta(seconds=10)
+    down = pod(0, ready=False, role="primary", since=since)
+    facts = [replica_facts(1, 1000)]
+    old = Sighting("db-0", since - timedelta(seconds=31), 1000, 1, {"db-1": 1000})
+    refused = plan(members([down, pod(1)], facts, sighting=old))
+    assert refused.state == STUCK and refused.actions == ()
+    assert "last read 31s before it stopped serving" in refused.message
+    fresh = dataclasses.replace(old, at=since - timedelta(seconds=9))
+    assert plan(members([down, pod(1)], facts, sighting=fresh)).state == FAILING_OVER
+    never = plan(members([down, pod(1)], facts, sighting=None))
+    assert never.state == STUCK and "no WAL position of db-0 read while it served" in never.message
+    another_primarys = dataclasses.replace(fresh, pod="db-1")
+    assert plan(members([down, pod(1)], facts, sighting=another_primarys)).state == STUCK
+
+
+def test_a_replica_on_another_timeline_than_the_primary_is_not_chosen():
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    forked = dataclasses.replace(replica_facts(1, 2000), timeline=2)
+    chosen = plan(members([down, pod(1), pod(2)], [forked, replica_facts(2, 1000)], reference=1000))
+    assert chosen.actions[0].record.primary == "db-2"
+    refusal = choose_replica(members([down, pod(1)], [forked], reference=1000), exclude="db-0")
+    assert isinstance(refusal, Refusal) and "db-1 is on timeline 2, db-0 was on 1" in refusal.why
+
+
+def test_the_failover_message_carries_the_figures_the_choice_stood_on():
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    seen = Sighting("db-0", NOW - timedelta(seconds=12), 0x3000100, 1, {"db-1": 0x3000000})
+    started = plan(members([down, pod(1)], [replica_facts(1, 0x3000000)], sighting=seen))
+    assert "db-1 received 0/3000000 on timeline 1" in started.message
+    assert "db-0 was at 0/3000100 2.0s before it stopped serving: 256 bytes behind it" in started.message
+
+
+def test_a_sighting_lists_only_the_standbys_streaming_from_the_primary():
+    facts = dataclasses.replace(primary_facts(0, 5000), standbys=(
+        Standby("db-1", "streaming", "async", 4900, 4800), Standby("db-2", "catchup", "async", 100, 100)))
+    seen = sighting_of("db-0", {"db-0": facts}, NOW)
+    assert seen == Sighting("db-0", NOW, 5000, 1, {"db-1": 4900})
+    assert sighting_of("db-1", {"db-1": replica_facts(1, 10)}, NOW) is None
+    assert latest(seen, None) is seen and latest(None, None) is None
+
+
+# ---------------------------------------------------------------- a lost record
+
+
+def test_a_lost_record_is_written_again_from_the_server_that_answers_as_primary():
+    """The record ConfigMap deleted after a failover moved the primary to db-1: ordinal 0 is a replica. No move,
+    no fence: the record is written again naming db-1."""
+    pods = [pod(0), pod(1, role="primary"), pod(2)]
+    facts = [replica_facts(0, 1000, upstream=1), primary_facts(1, 1000), replica_facts(2, 1000, upstream=1)]
+    rebuilt = plan(members(pods, facts, record=None, last_primary="db-1"))
+    assert rebuilt.actions == (RecordPrimary(PrimaryRecord("db-1", reason=REBUILT, decided_at=stamp(NOW))),)
+    assert not any(isinstance(a, Fence | Promote) for a in rebuilt.actions)
+
+
+def test_a_lost_record_with_no_primary_answering_is_written_from_the_last_status():
+    """No server answers as a primary (the primary is down too): the last pod the status confirmed is written,
+    and the usual failover rules then apply to it."""
+    pods = [pod(0), pod(1, ready=False, role="primary"), pod(2)]
+    facts = [replica_facts(0, 1000, upstream=1), replica_facts(2, 1000, upstream=1)]
+    rebuilt = plan(members(pods, facts, record=None, last_primary="db-1"))
+    assert rebuilt.actions == (RecordPrimary(PrimaryRecord("db-1", reason=REBUILT, decided_at=stamp(NOW))),)
+
+
+def test_two_servers_answering_as_primary_without_a_record_the_newest_timeline_wins():
+    pods = [pod(0, role="primary"), pod(1, role="primary")]
+    old = primary_facts(0, 9000)
+    new = dataclasses.replace(primary_facts(1, 1000), timeline=2)
+    rebuilt = plan(members(pods, [old, new], record=None, last_primary="db-1"))
+    assert rebuilt.actions[0].record.primary == "db-1"
+
+
+def test_no_record_and_ordinal_0_the_primary_needs_no_record():
+    pods = [pod(0, role="primary"), pod(1)]
+    steady = plan(members(pods, [primary_facts(0), replica_facts(1, 1000)], record=None, last_primary="db-0"))
+    assert not any(isinstance(a, RecordPrimary) for a in steady.actions) and steady.state == SERVING
+    new_database = plan(members([pod(0, ready=False, role=None), pod(1, ready=False)], [], record=None,
+                                served=False))
+    assert new_database.actions == ()
+
+
+# ---------------------------------------------------------------- the last look before a failover is recorded
+
+
+def test_a_failover_from_an_unasked_primary_with_an_address_is_confirmed_first():
+    down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))
+    decided = plan(members([down, pod(1)], [replica_facts(1, 1000)], reference=1000))
+    assert decided.state == FAILING_OVER
+    assert failover_on_an_unasked_primary(decided, members([down, pod(1)], [replica_facts(1, 1000)]))
+    asked = members([down, pod(1)], [replica_facts(1, 1000), Unreachable("db-0", "no answer in time")])
+    assert not failover_on_an_unasked_primary(decided, asked)
+    no_address = dict(down, status={**down["status"], "podIP": None})
+    assert not failover_on_an_unasked_primary(decided, members([no_address, pod(1)], [replica_facts(1, 1000)]))

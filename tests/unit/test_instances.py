@@ -117,7 +117,7 @@ def test_a_server_that_goes_away_mid_statement_is_unreachable_not_a_crash(monkey
             raise asyncpg.InternalClientError("cannot switch to state 11; another operation (2) is in progress")
 
     @asynccontextmanager
-    async def session(*_):
+    async def session(*_, **__):
         yield Halfway()
 
     monkeypatch.setattr(probing, "session", session)

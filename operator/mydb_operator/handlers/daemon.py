@@ -91,5 +91,6 @@ async def run_database(
                 await asyncio.sleep(max(0.0, DEBOUNCE - (time.perf_counter() - started)))
     finally:
         if memo.wakeups.unregister(key, wake):
+            memo.runtime.watches.forget(key)
             metrics.set_phase(key, None)
             metrics.set_volumes(key, {})

@@ -45,14 +45,16 @@ class Server:
 
 
 @asynccontextmanager
-async def session(server: Server, login: Login, database: str = "postgres") -> AsyncIterator[asyncpg.Connection]:
+async def session(
+    server: Server, login: Login, database: str = "postgres", connect_seconds: float = CONNECT_SECONDS
+) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(
         host=server.address,
         port=server.port,
         user=login.user,
         password=login.password,
         database=database,
-        timeout=CONNECT_SECONDS,
+        timeout=connect_seconds,
         command_timeout=COMMAND_SECONDS,
         server_settings={"application_name": "mydb-operator"},
         ssl=tls_context(login.ca) if server.tls and login.ca else None,

@@ -8,7 +8,7 @@ import json
 from .. import names
 from ..model.instances import InstanceFacts, Probe, Standby, Unreachable
 from ..model.versions import server_version
-from .connection import FAILURES, Login, Server, failure_text, session
+from .connection import CONNECT_SECONDS, FAILURES, Login, Server, failure_text, session
 
 # pg_lsn values go out as byte offsets (pg_wal_lsn_diff from 0/0): plain numbers to compare.
 FACTS = """
@@ -40,9 +40,9 @@ select pg_is_in_recovery() as in_recovery,
 """
 
 
-async def probe(server: Server, login: Login) -> Probe:
+async def probe(server: Server, login: Login, connect_seconds: float = CONNECT_SECONDS) -> Probe:
     try:
-        async with session(server, login) as connection:
+        async with session(server, login, connect_seconds=connect_seconds) as connection:
             row = await connection.fetchrow(FACTS, names.ARCHIVE_SLOT)
     except FAILURES as error:
         return Unreachable(server.pod, failure_text(error))

@@ -18,13 +18,16 @@ FAILOVER, SWITCHOVER = "Failover", "Switchover"
 # The primary restarts where it is (onto a new pod template, when no switchover can do it): recorded before
 # its pod is deleted, so its absence is not taken for a failure (policy/primary.primary_down).
 RESTART = "Restart"
+# The ConfigMap went missing (a cleanup script, a GitOps prune): written again from what the servers say, never
+# left to mean ordinal 0 (policy/primary.rebuilt_record).
+REBUILT = "Rebuilt"
 
 
 @dataclass(frozen=True)
 class PrimaryRecord:
     primary: str  # the pod the database's primary is, or is being promoted to
     previous: str = ""  # the pod it moved from
-    reason: str = ""  # Failover, Switchover or Restart
+    reason: str = ""  # Failover, Switchover, Restart or Rebuilt
     decided_at: str = ""  # when the operator decided the move (RFC 3339)
     promoted_at: str = ""  # when `primary` was promoted; empty while that is pending
     resource_version: str = ""  # of the ConfigMap read: the precondition of the next write

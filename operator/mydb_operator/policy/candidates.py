@@ -1,13 +1,29 @@
-"""The replica to promote: the most WAL first, within the lag limit; and why none can be. Pure."""
+"""The replica to promote: the most WAL first, within the lag limit; and why none can be. Pure.
+
+Asynchronous replication: a replica is eligible only when the primary's own
+last answer (model/sighting.py), read at most SIGHTING_MAX_AGE_SECONDS before
+it stopped serving, listed it as streaming, it is on that primary's timeline,
+and its received WAL is within maxLagOnFailover of the freshest position known
+(that answer, or a replica's that went further since). Lacking such an answer
+nothing is promoted: a lag judged on a guess is no limit. Synchronous
+replication: every replica must answer, and the one with the most WAL has
+every acknowledged commit."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from .. import names
 from ..model.instances import InstanceFacts, Unreachable, lsn_text
 from ..model.pods import role_label
-from .members import Members, serving, why_not_serving
+from ..model.sighting import Sighting
+from .members import Members, serving, unavailable_since, why_not_serving
+
+# The primary's position must have been read at most this long before it stopped serving. The operator reads it
+# every SIGHTING_INTERVAL_SECONDS (reconcile/topology.py) while replicas stream asynchronously; the margin is
+# for passes that a busy machine delays.
+SIGHTING_MAX_AGE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -18,6 +34,12 @@ class Refusal:
 def ranked(candidates: list[InstanceFacts]) -> list[InstanceFacts]:
     """The most WAL received first, then the most replayed, then by name."""
     return sorted(candidates, key=lambda f: (-f.wal_lsn, -(f.replay_lsn or 0), f.pod))
+
+
+def outage_start(members: Members, primary: str) -> datetime:
+    """When PRIMARY stopped serving, as far as the API tells: its pod's deletion or unreadiness, else the
+    moment the database left Ready, else now."""
+    return unavailable_since(members.pod(primary)) or members.down_since or members.now
 
 
 def choose_replica(members: Members, exclude: str) -> InstanceFacts | Refusal:
@@ -51,13 +73,66 @@ def choose_replica(members: Members, exclude: str) -> InstanceFacts | Refusal:
             )
     if not candidates:
         return Refusal("; ".join(reasons) or "no replica answered")
-    best = ranked(candidates)[0]
-    if not members.settings.synchronous:
-        reference = max(members.reference_lsn or 0, best.wal_lsn)
-        lag = reference - best.wal_lsn
-        if lag > members.settings.max_lag:
-            return Refusal(
-                f"the most advanced replica, {best.pod}, is {lag} bytes behind the primary's last known "
-                f"position {lsn_text(reference)}, more than maxLagOnFailover ({members.settings.max_lag} bytes)"
+    if members.settings.synchronous:
+        return ranked(candidates)[0]
+    return within_lag(members, exclude, candidates)
+
+
+def within_lag(members: Members, primary: str, candidates: list[InstanceFacts]) -> InstanceFacts | Refusal:
+    """The best candidate that streamed from PRIMARY on its timeline, within maxLagOnFailover of the freshest
+    position known; or why none is."""
+    sighting = fresh_sighting(members, primary)
+    if isinstance(sighting, Refusal):
+        return sighting
+    reference = max([sighting.lsn, *(c.wal_lsn for c in candidates)])
+    eligible: list[InstanceFacts] = []
+    reasons: list[str] = []
+    for facts in candidates:
+        lag = reference - facts.wal_lsn
+        if sighting.timeline is not None and facts.timeline != sighting.timeline:
+            reasons.append(f"{facts.pod} is on timeline {facts.timeline}, {primary} was on {sighting.timeline}")
+        elif facts.pod not in sighting.streaming:
+            reasons.append(f"{facts.pod} was not streaming from {primary} when it last answered")
+        elif lag > members.settings.max_lag:
+            reasons.append(
+                f"{facts.pod} is {lag} bytes behind {lsn_text(reference)}, more than maxLagOnFailover "
+                f"({members.settings.max_lag} bytes)"
             )
-    return best
+        else:
+            eligible.append(facts)
+    if not eligible:
+        return Refusal("; ".join(reasons))
+    return ranked(eligible)[0]
+
+
+def fresh_sighting(members: Members, primary: str) -> Sighting | Refusal:
+    """PRIMARY's last answer as a primary, when it was read shortly enough before it stopped serving."""
+    sighting = members.sighting
+    if sighting is None or sighting.pod != primary:
+        return Refusal(
+            f"no WAL position of {primary} read while it served (the operator started after it stopped): "
+            "a replica's lag cannot be judged, so none is promoted"
+        )
+    age = (outage_start(members, primary) - sighting.at).total_seconds()
+    if age > SIGHTING_MAX_AGE_SECONDS:
+        return Refusal(
+            f"{primary}'s WAL position was last read {age:.0f}s before it stopped serving (more than "
+            f"{SIGHTING_MAX_AGE_SECONDS:.0f}s): a replica's lag cannot be judged, so none is promoted"
+        )
+    return sighting
+
+
+def choice_figures(members: Members, primary: str, chosen: InstanceFacts) -> str:
+    """The figures a failover's choice stood on, for its Event."""
+    received = f"{chosen.pod} received {lsn_text(chosen.wal_lsn)} on timeline {chosen.timeline}"
+    if members.settings.synchronous:
+        return f"{received}, the most of every replica (synchronous replication)"
+    sighting = members.sighting
+    if sighting is None:
+        return received
+    age = (outage_start(members, primary) - sighting.at).total_seconds()
+    lag = max(0, sighting.lsn - chosen.wal_lsn)
+    return (
+        f"{received}; {primary} was at {lsn_text(sighting.lsn)} {max(0.0, age):.1f}s before it stopped serving: "
+        f"{lag} bytes behind it, within maxLagOnFailover ({members.settings.max_lag} bytes)"
+    )

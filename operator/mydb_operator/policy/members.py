@@ -11,6 +11,7 @@ from .. import names
 from ..model.instances import InstanceFacts, Probe
 from ..model.pods import is_ready
 from ..model.record import PrimaryRecord, recorded_primary
+from ..model.sighting import Sighting
 from ..model.timestamps import parse_time
 
 Object = dict[str, Any]
@@ -36,7 +37,12 @@ class Members:
     now: datetime
     served: bool = False  # the recorded primary has served before (status.primary names it)
     down_since: datetime | None = None  # when the database left Ready, for a primary whose pod is missing
-    reference_lsn: int | None = None  # the primary's last known WAL position (lag of the candidates)
+    # The last time the recorded primary answered as one (model/sighting.py): the lag of the candidates.
+    sighting: Sighting | None = None
+    # When this operator first saw the primary down while a replica could take over: failoverDelay counts
+    # from then, never across a stretch in which no replica could be seen (a node that went Unknown).
+    watching_since: datetime | None = None
+    last_primary: str | None = None  # status.primary: the last pod confirmed serving as primary
     full: frozenset[str] = frozenset()  # pods whose data volume is full (policy/volumes.is_full)
     was_full: frozenset[str] = frozenset()  # pods whose data volume the last status showed full
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from .. import names
 from ..model.instances import InstanceFacts, with_value
 from ..model.pods import role_label
-from ..model.record import FAILOVER, RESTART, PrimaryRecord
+from ..model.record import FAILOVER, REBUILT, RESTART, PrimaryRecord
 from ..model.timestamps import parse_time, rfc3339
 from .actions import (
     FAILING_OVER,
@@ -43,7 +43,7 @@ from .actions import (
     Repoint,
     Restart,
 )
-from .candidates import Refusal, choose_replica
+from .candidates import Refusal, choice_figures, choose_replica
 from .maintenance import restart_in_place
 from .members import (
     Members,
@@ -83,6 +83,11 @@ def stopped(pod: Object, now: datetime) -> bool:
 
 def plan(members: Members) -> Plan:
     """The next actions for the database's primary, in order."""
+    if members.record is None:
+        rebuilt = rebuilt_record(members)
+        if rebuilt is not None:
+            message = f"the record of the primary was missing: written again naming {rebuilt.primary}"
+            return Plan((RecordPrimary(rebuilt),), SERVING, message)
     target = members.primary
     facts = members.facts(target)
     if facts is not None and facts.in_recovery:
@@ -90,6 +95,31 @@ def plan(members: Members) -> Plan:
     if serving(members.pod(target)):
         return steady(members)
     return primary_down(members)
+
+
+def rebuilt_record(members: Members) -> PrimaryRecord | None:
+    """With no record, ordinal 0 would be taken for the primary. Once the database has served, the primary is
+    what the servers say instead: the one answering as a primary (the highest timeline, then the most WAL),
+    else the last pod the status confirmed. None when that is ordinal 0 (no record means it) or unknown."""
+    acting = [f for f in members.probes.values() if isinstance(f, InstanceFacts) and not f.in_recovery]
+    if acting:
+        primary = max(acting, key=lambda f: (f.timeline or 0, f.wal_lsn, f.pod)).pod
+    elif members.last_primary:
+        primary = members.last_primary
+    else:
+        return None
+    if primary == names.pod_name(members.release, 0):
+        return None
+    return PrimaryRecord(primary=primary, reason=REBUILT, decided_at=rfc3339(members.now))
+
+
+def answers_as_primary(members: Members, name: str) -> bool:
+    """NAME's server, asked in this pass, is a primary on the newest timeline any server reported."""
+    facts = members.facts(name)
+    if facts is None or facts.in_recovery:
+        return False
+    timelines = [f.timeline for f in members.probes.values() if isinstance(f, InstanceFacts) and f.timeline]
+    return facts.timeline is None or facts.timeline >= max(timelines, default=0)
 
 
 def steady(members: Members) -> Plan:
@@ -152,21 +182,31 @@ def primary_down(members: Members) -> Plan:
         # it serves again in seconds, with no rewind and no loss. A pod that cannot come back is no such pod.
         left = STARTUP_GRACE_SECONDS - (members.now - starting).total_seconds()
         return Plan((), STARTING, f"the primary {target} is starting", min(left, RECHECK_SECONDS * 5))
+    if answers_as_primary(members, target):
+        # Readiness is the kubelet's word, or the node controller's for a node it cannot hear: the server's own
+        # answer, asked now, wins. Failing over from it would make two primaries and may lose its commits.
+        message = f"the primary {why}, but its server answers as the primary: it stays the primary"
+        return Plan((), WAITING, message, RECHECK_SECONDS * 2)
     since = unavailable_since(pod) or members.down_since or members.now
     waited = (members.now - since).total_seconds()
     if probe_interrupted(pod) and waited < STARTUP_GRACE_SECONDS:
         # Its probe container restarted (the kubelet restarts it alone): the server itself may be fine.
         message = f"the primary {target}'s probe container restarts: waiting for its answer"
         return Plan((), WAITING, message, min(STARTUP_GRACE_SECONDS - waited, RECHECK_SECONDS * 5))
+    chosen = choose_replica(members, exclude=target)
+    if isinstance(chosen, Refusal):
+        return Plan((), STUCK, f"the primary {why} and no replica can take over: {chosen.why}", RECHECK_SECONDS * 5)
+    # failoverDelay counts from when this operator first saw a replica able to take over, too: a stretch in
+    # which nothing could be seen (every pod of an Unknown node unready) is no evidence the primary is gone.
+    watched = (members.now - (members.watching_since or members.now)).total_seconds()
+    waited = min(waited, watched)
     delay = members.settings.failover_delay
     if waited < delay:
         message = f"the primary {why}; a replica takes over after failoverDelay ({delay:.0f}s) unless it recovers"
         return Plan((), WAITING, message, delay - waited)
-    chosen = choose_replica(members, exclude=target)
-    if isinstance(chosen, Refusal):
-        return Plan((), STUCK, f"the primary {why} and no replica can take over: {chosen.why}", RECHECK_SECONDS * 5)
     record = PrimaryRecord(primary=chosen.pod, previous=target, reason=FAILOVER, decided_at=rfc3339(members.now))
-    return Plan((RecordPrimary(record),), FAILING_OVER, f"the primary {why}: failing over to {chosen.pod}")
+    message = f"the primary {why}: failing over to {chosen.pod} ({choice_figures(members, target, chosen)})"
+    return Plan((RecordPrimary(record),), FAILING_OVER, message)
 
 
 def promotion(members: Members) -> Plan:

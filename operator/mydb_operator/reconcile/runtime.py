@@ -13,6 +13,7 @@ from ..helm.releases import Helm
 from ..instances.logins import Logins
 from .pacing import RolloutWindow
 from .volumes import NodeSummaries
+from .watches import PrimaryWatches
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Runtime:
     logins: Logins = field(default_factory=Logins)
     # The kubelets' volume figures, each node's read at most every few seconds (volumes.py).
     summaries: NodeSummaries = field(default_factory=NodeSummaries)
+    # Each database's primary as the operator last saw it serve, and its failover clock (watches.py).
+    watches: PrimaryWatches = field(default_factory=PrimaryWatches)
     # Twice the Helm slots may act at once (see converging.py): the next databases
     # read and prepare while Helm runs for others.
     acting: asyncio.Semaphore = field(init=False)

@@ -9,9 +9,9 @@ from typing import Any
 
 from .. import names
 from ..desired.values import tls_secret_name
+from ..instances import probe as instance_probe
 from ..instances.connection import FAILURES, Login, Server, failure_text
 from ..instances.logins import login_from
-from ..instances.probe import probe_all
 from ..model.instances import InstanceFacts, Probe, Unreachable
 from ..model.pods import serves_tls
 from ..model.secrets import secret_files
@@ -73,12 +73,21 @@ class Servers:
         login = await self.login()
         if login is None:
             return {s.pod: Unreachable(s.pod, f"no superuser login in Secret {self.secret}") for s in servers}
-        probes = await probe_all(servers, login)
+        probes = await instance_probe.probe_all(servers, login)
         for probe in probes.values():
             metrics.INSTANCE_PROBES.labels("answered" if isinstance(probe, InstanceFacts) else "unreachable").inc()
             if isinstance(probe, Unreachable) and any(why in probe.error for why in CHANGED_SECRET):
                 self.runtime.logins.forget((self.namespace, self.secret))  # a Secret changed: read it again
         return probes
+
+    async def ask_one(self, pods: list[Object], pod: str, connect_seconds: float) -> Probe | None:
+        """POD's server, whatever its readiness says (None: it has no address, or there is no login)."""
+        server, login = self.server(pods, pod), await self.login()
+        if server is None or login is None:
+            return None
+        answer = await instance_probe.probe(server, login, connect_seconds)
+        metrics.INSTANCE_PROBES.labels("answered" if isinstance(answer, InstanceFacts) else "unreachable").inc()
+        return answer
 
     async def command(
         self, pods: list[Object], pod: str, what: str, run: Callable[..., Awaitable[Any]], *args: Any

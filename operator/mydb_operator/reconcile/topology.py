@@ -18,16 +18,29 @@ from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail
 from ..desired.record import record_configmap
 from ..instances import commands
-from ..model.instances import Probe, parse_lsn
+from ..model.instances import Probe
 from ..model.observation import Observation
 from ..model.pods import role_label, tls_secret
-from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord, parse_record, recorded_primary
+from ..model.record import FAILOVER, REBUILT, SWITCHOVER, PrimaryRecord, parse_record, recorded_primary
+from ..model.sighting import Sighting, latest, sighting_of
 from ..model.spec import FAILOVER_DELAY_SECONDS, MAX_LAG_ON_FAILOVER, DatabaseSpec, lag_limit
 from ..model.statefulset import update_revision, update_strategy
 from ..model.timestamps import parse_time, rfc3339
 from ..policy import maintenance
-from ..policy.actions import SERVING, STARTING, Action, Fence, Label, Plan, Promote, RecordPrimary, Repoint, Restart
-from ..policy.members import HaSettings, Members
+from ..policy.actions import (
+    SERVING,
+    STARTING,
+    WAITING,
+    Action,
+    Fence,
+    Label,
+    Plan,
+    Promote,
+    RecordPrimary,
+    Repoint,
+    Restart,
+)
+from ..policy.members import HaSettings, Members, deleting
 from ..policy.primary import plan
 from ..status.warnings import Event
 from ..telemetry import metrics
@@ -37,6 +50,12 @@ from .servers import Servers
 log = logging.getLogger(__name__)
 ROUNDS = 4  # looks in one pass: decide, fence, promote, then label and repoint
 RETRY_SECONDS = 2.0  # a server that refused a command: the next pass tries again
+# While replicas stream asynchronously, the primary's position is read at least this often: a failover judges
+# the replicas' lag against it (policy/candidates.SIGHTING_MAX_AGE_SECONDS), as Patroni's leader publishes its
+# own every loop_wait (10 s).
+SIGHTING_INTERVAL_SECONDS = 10.0
+# A failover about to be recorded asks the old primary once more, readiness aside; a hung one is given this long.
+CONFIRM_SECONDS = 1.0
 
 
 @dataclass
@@ -57,14 +76,6 @@ def settings_of(spec: DatabaseSpec | None) -> HaSettings:
     if spec is None:
         return HaSettings(FAILOVER_DELAY_SECONDS, lag_limit(MAX_LAG_ON_FAILOVER) or 0, False)
     return HaSettings(float(spec.failover_delay), lag_limit(spec.max_lag_on_failover) or 0, spec.synchronous)
-
-
-def last_known_lsn(previous: dict[str, Any], pod: str) -> int | None:
-    """POD's WAL position as the last status knew it: for the primary, the reference of a failover's lag."""
-    for instance in previous.get("instances") or []:
-        if instance.get("name") == pod:
-            return parse_lsn(instance.get("lsn"))
-    return None
 
 
 def left_ready_at(previous: dict[str, Any]) -> datetime | None:
@@ -123,6 +134,8 @@ class Pass:
         if record.reason == FAILOVER:
             message = f"{self.report.plan.message or 'the primary stopped serving'}; recorded {record.primary}"
             self.report.events.append(("Warning", "FailoverStarted", message))
+        elif record.reason == REBUILT:
+            self.report.events.append(("Warning", "PrimaryRecordRebuilt", self.report.plan.message))
         else:
             message = f"moving the primary from {record.previous} to {record.primary}"
             self.report.events.append(("Normal", "SwitchoverStarted", message))
@@ -154,6 +167,34 @@ class Pass:
 
     def pod(self, name: str) -> dict[str, Any] | None:
         return next((p for p in self.pods if p["metadata"]["name"] == name), None)
+
+    def members(
+        self,
+        settings: HaSettings,
+        previous: dict[str, Any],
+        sighting: Sighting | None,
+        watching_since: datetime | None,
+        full: frozenset[str],
+        was_full: frozenset[str],
+    ) -> Members:
+        """The database as the decisions see it now, with the primary's answer of this pass, if it gave one."""
+        now, primary = datetime.now(UTC), recorded_primary(self.name, self.report.record)
+        return Members(
+            namespace=self.namespace,
+            release=self.name,
+            pods=tuple(self.pods),
+            record=self.report.record,
+            probes=dict(self.report.probes),
+            settings=settings,
+            now=now,
+            served=previous.get("primary") == primary,
+            down_since=left_ready_at(previous),
+            sighting=latest(sighting, sighting_of(primary, self.report.probes, now)),
+            watching_since=watching_since,
+            last_primary=previous.get("primary"),
+            full=full,
+            was_full=was_full,
+        )
 
     def relabel(self, name: str, role: str, deleted: bool = False) -> None:
         """What this pass did to a pod, in its own copy: the next look in the pass builds on it."""
@@ -191,25 +232,22 @@ async def keep_primary(
         step.report.probes = await step.servers.ask(step.pods)
         return step.report
     settings = settings_of(spec)
+    watch = runtime.watches.of((namespace, name))
     for _ in range(ROUNDS):
         step.report.probes = await step.servers.ask(step.pods)
-        members = Members(
-            namespace=namespace,
-            release=name,
-            pods=tuple(step.pods),
-            record=step.report.record,
-            probes=step.report.probes,
-            settings=settings,
-            now=datetime.now(UTC),
-            served=previous.get("primary") == recorded_primary(name, step.report.record),
-            down_since=left_ready_at(previous),
-            reference_lsn=last_known_lsn(previous, recorded_primary(name, step.report.record)),
-            full=full,
-            was_full=was_full,
-        )
+        members = step.members(settings, previous, watch.sighting, watch.watching_since, full, was_full)
+        watch.sighting = members.sighting
         decided = plan(members)
+        if failover_on_an_unasked_primary(decided, members):
+            # The decision stands on the pod's readiness: ask the primary's server itself first.
+            answer = await step.servers.ask_one(step.pods, members.primary, CONFIRM_SECONDS)
+            if answer is not None:
+                step.report.probes[members.primary] = answer
+                members = dataclasses.replace(members, probes=dict(step.report.probes))
+                decided = plan(members)
         if decided.state == SERVING and not decided.actions:
             decided = await planned_move(step, members, annotations, observed, spec)
+        watch.watching_since = (watch.watching_since or members.now) if decided.state == WAITING else None
         step.report.plan = decided
         step.report.recheck = decided.recheck
         looks_again = False
@@ -227,7 +265,19 @@ async def keep_primary(
             looks_again = looks_again or isinstance(action, RecordPrimary | Promote)
         if not looks_again:
             break
+    reads_position = step.report.plan.state == SERVING and watch.sighting is not None and len(step.pods) > 1
+    if reads_position and not settings.synchronous:  # a fresh position for the lag of a failover
+        step.report.recheck = min(step.report.recheck or SIGHTING_INTERVAL_SECONDS, SIGHTING_INTERVAL_SECONDS)
     return step.report
+
+
+def failover_on_an_unasked_primary(decided: Plan, members: Members) -> bool:
+    """DECIDED records a failover from a primary whose server this pass did not ask (its pod is not ready)."""
+    records = [a.record for a in decided.actions if isinstance(a, RecordPrimary)]
+    if not records or records[0].reason != FAILOVER or members.primary in members.probes:
+        return False
+    pod = members.pod(members.primary)
+    return pod is not None and not deleting(pod) and bool((pod.get("status") or {}).get("podIP"))
 
 
 async def planned_move(

@@ -1,0 +1,31 @@
+"""What the operator remembers of each database's primary between passes: its last answer, the failover clock.
+
+Memory only, on purpose: an operator that starts again knows nothing it did not
+read itself, so it waits failoverDelay again and judges no lag on a figure it
+did not read (policy/candidates.py). Touched only from the event loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..model.sighting import Sighting
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class PrimaryWatch:
+    sighting: Sighting | None = None  # the recorded primary's last answer as a primary
+    watching_since: datetime | None = None  # when a pass first saw it down while a replica could take over
+
+
+class PrimaryWatches:
+    def __init__(self) -> None:
+        self._by_key: dict[Key, PrimaryWatch] = {}
+
+    def of(self, key: Key) -> PrimaryWatch:
+        return self._by_key.setdefault(key, PrimaryWatch())
+
+    def forget(self, key: Key) -> None:
+        self._by_key.pop(key, None)
