@@ -598,3 +598,41 @@ def test_a_failover_from_an_unasked_primary_with_an_address_is_confirmed_first()
     assert not failover_on_an_unasked_primary(decided, asked)
     no_address = dict(down, status={**down["status"], "podIP": None})
     assert not failover_on_an_unasked_primary(decided, members([no_address, pod(1)], [replica_facts(1, 1000)]))
+
+
+# ---------------------------------------------------------------- status tells the truth about replicas
+
+
+def test_a_replica_not_streaming_on_another_timeline_or_past_max_lag_makes_the_database_degraded():
+    """The blip's replicas, paused past wal_keep_size: ready, in recovery, not streaming. Ready stays True (the
+    primary serves), but the phase is Degraded, reason ReplicasBehind, naming each one and why."""
+    from mydb_operator.status.phases import DEGRADED, RUNNING, assess
+    from mydb_operator.status.primary import PrimaryView, replicas_behind
+
+    pods = [pod(0, role="primary"), pod(1), pod(2)]
+    primary = primary_facts(0, 3 * GiB)
+    stale = replica_facts(1, GiB, receiver="waiting")
+    forked = dataclasses.replace(replica_facts(2, 3 * GiB), timeline=2)
+    view = PrimaryView(probes={f.pod: f for f in (primary, stale, forked)})
+    behind = replicas_behind("db", view, pods, SETTINGS.max_lag, NOW)
+    assert behind == ("db-1 is not streaming (waiting); db-2 is on timeline 2, the primary on 1: a failover would "
+                      "not promote them")
+    lagging = PrimaryView(probes={f.pod: f for f in (primary, replica_facts(1, GiB), replica_facts(2, 3 * GiB))})
+    assert replicas_behind("db", lagging, pods, SETTINGS.max_lag, NOW) == (
+        f"db-1 is {2 * GiB} bytes behind the primary, more than maxLagOnFailover ({SETTINGS.max_lag}): a "
+        "failover would not promote them")
+    healthy = PrimaryView(probes={f.pod: f for f in (primary, replica_facts(1, 3 * GiB), replica_facts(2, 3 * GiB))})
+    assert replicas_behind("db", healthy, pods, SETTINGS.max_lag, NOW) is None
+    just_ready = [pod(0, role="primary"), pod(1, since=NOW - timedelta(seconds=5)), pod(2)]
+    assert replicas_behind("db", PrimaryView(probes={f.pod: f for f in (primary, stale)}), just_ready,
+                           SETTINGS.max_lag, NOW) is None
+    just_promoted = PrimaryView(record=PrimaryRecord("db-0", "db-1", FAILOVER, stamp(NOW), stamp(NOW)),
+                                probes=view.probes)
+    assert replicas_behind("db", just_promoted, pods, SETTINGS.max_lag, NOW) is None
+
+    common = dict(problem=None, hibernating=False, installed=True, pods=3, ready_pods=3, desired=3,
+                  rolled_out=True, failures=[])
+    degraded = assess(**common, behind=behind)
+    assert (degraded.phase, degraded.ready, degraded.reason) == (DEGRADED, True, "ReplicasBehind")
+    assert "db-1 is not streaming" in degraded.message
+    assert assess(**common).reason == "AllReplicasReady" and assess(**common).phase == RUNNING

@@ -12,7 +12,7 @@ from ..model.instances import InstanceFacts
 from ..model.observation import Observation
 from ..model.pods import is_ready, pod_failure, pod_ordinal
 from ..model.record import recorded_primary
-from ..model.spec import DatabaseSpec
+from ..model.spec import MAX_LAG_ON_FAILOVER, DatabaseSpec, lag_limit
 from ..model.statefulset import pending_restart, postgres_image
 from ..model.timestamps import parse_time
 from ..policy import backups
@@ -20,7 +20,7 @@ from ..policy.archive import archive_health, archive_status, base_backups
 from ..policy.major_upgrade import UNDER_WAY, UpgradeState
 from .conditions import ConditionMaker, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
-from .primary import PrimaryView, failover_condition_facts, primary_status, routing_gap
+from .primary import PrimaryView, failover_condition_facts, primary_status, replicas_behind, routing_gap
 from .problem import Problem
 
 
@@ -59,6 +59,10 @@ class Happened:
     full: str | None = None  # the full data volumes, in status' words (policy/volumes.full_volumes)
 
 
+def max_lag(spec: DatabaseSpec | None) -> int:
+    return lag_limit(spec.max_lag_on_failover if spec is not None else MAX_LAG_ON_FAILOVER) or 0
+
+
 def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], now: str) -> dict[str, Any]:
     """Everything under .status, from facts only: the target, the outcome, the last status and the time.
     Equal inputs give an equal dict (no needless writes)."""
@@ -82,6 +86,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         routing=routing_gap(release, target, pods, observation.routes) if pods else None,
         upgrading=happened.upgrade.message if happened.upgrade and happened.upgrade.phase in UNDER_WAY else None,
         disk_full=happened.full,
+        behind=replicas_behind(release, view, pods, max_lag(spec), parse_time(now) or datetime.now(UTC)),
     )
     phase, ready, reason, message = assessment.phase, assessment.ready, assessment.reason, assessment.message
 

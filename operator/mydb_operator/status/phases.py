@@ -56,6 +56,7 @@ def assess(
     routing: str | None = None,
     upgrading: str | None = None,
     disk_full: str | None = None,
+    behind: str | None = None,
 ) -> Assessment:
     """The first that holds: a problem, hibernation, not installed, the primary down or moving, all ready
     and routed, failing pods, rolling out.
@@ -63,7 +64,7 @@ def assess(
     primary: where the primary's plan stands (policy/primary.py) and why; routing: what a Service does not
     route to yet (status/primary.py), None when both route where they should; upgrading: what a major
     upgrade that stopped the pods does (policy/major_upgrade.py); disk_full: which data volumes are full
-    (policy/volumes.py)."""
+    (policy/volumes.py); behind: which replicas a failover could not promote, and why (status/primary.py)."""
     if problem:
         return Assessment(FAILED, False, problem.reason, problem.message)
     if hibernating:
@@ -81,6 +82,8 @@ def assess(
     if state == "SwitchingOver":
         return Assessment(DEPLOYING, False, state, why)
     if ready_pods == desired and pods == desired and rolled_out:
+        if routing is None and behind is not None:  # it serves, but a failover now would lose data or wait
+            return Assessment(DEGRADED, True, "ReplicasBehind", behind)
         if routing is None:
             return Assessment(RUNNING, True, "AllReplicasReady", f"{desired}/{desired} replicas are ready")
         return Assessment(DEPLOYING, False, "RoutingPending", routing)

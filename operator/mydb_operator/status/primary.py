@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .. import names
 from ..model.instances import InstanceFacts, Probe, Unreachable, lsn_text
 from ..model.pods import role_label
 from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord, recorded_primary
+from ..model.timestamps import parse_time
 from ..policy.actions import SERVING, STARTING, Plan
-from ..policy.members import serving
+from ..policy.members import serving, unavailable_since
 
 Object = dict[str, Any]
 
@@ -71,6 +73,46 @@ def instances(
             entry.update({key: last[key] for key in ("timeline", "lsn") if key in last})
         entries.append(entry)
     return entries
+
+
+# A replica ready, or a primary promoted, this recently is still finding its feet: its WAL receiver (re)connects.
+SETTLING_SECONDS = 30.0
+
+
+def replicas_behind(release: str, view: PrimaryView, pods: list[Object], max_lag: int, now: datetime) -> str | None:
+    """The replicas a failover could not promote while the primary serves, and why: not streaming, on another
+    timeline than the primary, or further behind its WAL than MAX_LAG (maxLagOnFailover). None: none."""
+    primary = view.probes.get(recorded_primary(release, view.record))
+    if not isinstance(primary, InstanceFacts) or primary.in_recovery:
+        return None
+    promoted = parse_time(view.record.promoted_at) if view.record is not None else None
+    if promoted is not None and (now - promoted).total_seconds() < SETTLING_SECONDS:
+        return None
+    behind: list[str] = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        facts = view.probes.get(pod["metadata"]["name"])
+        if not isinstance(facts, InstanceFacts) or not facts.in_recovery or settling(pod, now):
+            continue
+        lag = primary.wal_lsn - facts.wal_lsn
+        if facts.timeline != primary.timeline:
+            behind.append(f"{facts.pod} is on timeline {facts.timeline}, the primary on {primary.timeline}")
+        elif facts.receiver != "streaming":
+            behind.append(f"{facts.pod} is not streaming ({facts.receiver or 'no WAL receiver'})")
+        elif lag > max_lag:
+            behind.append(f"{facts.pod} is {lag} bytes behind the primary, more than maxLagOnFailover ({max_lag})")
+    if not behind:
+        return None
+    return "; ".join(behind) + ": a failover would not promote them"
+
+
+def settling(pod: Object, now: datetime) -> bool:
+    """Ready for less than SETTLING_SECONDS (not ready at all counts too: it is no candidate either way)."""
+    if not serving(pod) or unavailable_since(pod) is not None:
+        return True
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    since = parse_time(ready.get("lastTransitionTime"))
+    return since is not None and (now - since).total_seconds() < SETTLING_SECONDS
 
 
 def last_moves(record: PrimaryRecord | None, previous: dict[str, Any]) -> dict[str, Any]:
