@@ -120,6 +120,29 @@ def test_a_planned_switchover_loses_no_row_and_moves_the_primary(cluster, ha):
     assert primaries(cluster, namespace, PODS) == ["ha-2"]
 
 
+def test_a_deleted_record_moves_no_primary_and_is_written_again_from_the_servers(cluster, ha):
+    """After the switchover the primary is ha-2 and ordinal 0 a replica. The record ConfigMap is deleted (a
+    cleanup script, a GitOps prune) while a client writes: no pod is fenced or promoted, the record is written
+    again naming ha-2 with one Warning, and every row the client was told committed is on ha-2. (It used to
+    mean ordinal 0: ha-2 was fenced and ha-0 promoted at once, without the lag check.)"""
+    namespace, _ = ha
+    assert status(cluster, namespace)["primary"] == "ha-2"
+    uids = {pod: get_json(cluster, "-n", namespace, "pod", pod)["metadata"]["uid"] for pod in PODS}
+    writer = Writer(cluster, namespace, "ha")
+    cluster.kubectl("delete", "configmap", "-n", namespace, "ha-primary")
+    wait_for("the record written again", lambda: get_json(cluster, "-n", namespace, "configmap", "ha-primary").get(
+        "data", {}).get("primary") == "ha-2", timeout=60)
+    told(cluster, namespace, "PrimaryRecordRebuilt")
+    time.sleep(3)  # a few more writes after the record is back
+    writes = writer.halt()
+    assert [w for w in writes if not w.ok] == [], "a write failed: the primary moved"
+    assert missing_writes(cluster, namespace, "ha-2", writes) == []
+    assert {pod: get_json(cluster, "-n", namespace, "pod", pod)["metadata"]["uid"] for pod in PODS} == uids
+    assert primaries(cluster, namespace, PODS) == ["ha-2"]
+    assert not events(cluster, namespace, "FailoverStarted")
+    settled(cluster, namespace, "ha-2")
+
+
 def test_a_minor_version_change_restarts_the_pods_with_exactly_one_switchover(cluster, ha):
     """15.2 -> 15.3: the replicas' pods are replaced first, one at a time, then the primary moves once by a
     switchover and its pod is replaced last, as a replica: writes stop only for the switchover, none is lost.
@@ -489,13 +512,21 @@ def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluste
         sql_at(cluster, namespace, primary, "create table big as select repeat('x', 1000) as filler "
                                             "from generate_series(1, 4000)")
         wait_for("status to show the primary ahead", lambda: lag_bytes(cluster, namespace) > 2 * 2**20, timeout=90)
+        # While the primary serves, status says the replicas could not take over: Degraded, naming them.
+        degraded = wait_for("Degraded ReplicasBehind", lambda: (lambda c: c if c.get("status") == "True" else None)(
+            condition(cluster, namespace, "Degraded", "two")), timeout=30)
+        assert degraded["reason"] == "ReplicasBehind" and all(pod in degraded["message"] for pod in replicas), degraded
+        assert condition(cluster, namespace, "Ready", "two")["reason"] != "AllReplicasReady"
         pid = postgres_pid(cluster, namespace, primary)
         hang(pid)
         try:
             wait_for("the refusal", lambda: condition(cluster, namespace, "Failover", "two").get("reason")
                      == "NoEligibleReplica", timeout=60)
             message = condition(cluster, namespace, "Failover", "two")["message"]
-            assert "maxLagOnFailover" in message and any(pod in message for pod in replicas), message
+            # Behind by more than the limit, or, once the walsenders gave up on the hung receivers, not
+            # streaming when the primary last answered: either way no replica may be promoted.
+            assert ("maxLagOnFailover" in message or "not streaming" in message) and any(
+                pod in message for pod in replicas), message
             told(cluster, namespace, "NoEligibleReplica", name="two")
             assert wait_until(5, lambda: get_json(cluster, "-n", namespace, "configmap", "two-primary")
                               .get("metadata", {}).get("resourceVersion") != recorded)
@@ -512,6 +543,9 @@ def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluste
             resume(receiver)
     wait_ready(cluster, namespace, "two", timeout=120)
     assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [primary]
+    wait_for("Degraded to clear once the replicas stream again", lambda: condition(
+        cluster, namespace, "Degraded", "two").get("status") == "False", timeout=60)
+    assert condition(cluster, namespace, "Ready", "two")["reason"] == "AllReplicasReady"
 
 
 def receiver_pid(cluster, namespace: str, pod: str) -> int | None:
