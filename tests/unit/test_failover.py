@@ -636,3 +636,45 @@ def test_a_replica_not_streaming_on_another_timeline_or_past_max_lag_makes_the_d
     assert (degraded.phase, degraded.ready, degraded.reason) == (DEGRADED, True, "ReplicasBehind")
     assert "db-1 is not streaming" in degraded.message
     assert assess(**common).reason == "AllReplicasReady" and assess(**common).phase == RUNNING
+
+
+# ---------------------------------------------------------------- a switchover's tail
+
+
+def test_a_switchover_promotes_only_a_target_that_received_everything_else_the_old_primary_stays():
+    """The old primary stopped (a clean shutdown): the target is promoted only when it received at least the old
+    primary's last position the operator read and as much as any other replica; otherwise the switchover is
+    aborted: the record names the old primary again, as a restart (its pod, made meanwhile as a replica waiting
+    for the target, starts again), and nothing is promoted."""
+    stopped = pod(0, ready=False, role="fenced", deleting=NOW, terminated=True)
+    record = recorded("db-1", SWITCHOVER)
+    seen = Sighting("db-0", NOW - timedelta(seconds=2), 5000, 1, {"db-1": 5000, "db-2": 5000})
+    complete = plan(members([stopped, pod(1), pod(2)], [replica_facts(1, 5100), replica_facts(2, 5100)],
+                            record=record, sighting=seen))
+    assert complete.actions == (Promote("db-1"),)
+    short = plan(members([stopped, pod(1), pod(2)], [replica_facts(1, 4000), replica_facts(2, 4000)],
+                         record=record, sighting=seen))
+    assert short.actions == (RecordPrimary(PrimaryRecord("db-0", "db-1", RESTART, stamp(NOW))),)
+    assert "switchover to db-1 aborted: it received 0/FA0, less than db-0's last known position 0/1388" in short.message
+    behind_another = plan(members([stopped, pod(1), pod(2)], [replica_facts(1, 5000), replica_facts(2, 5200)],
+                                  record=record, sighting=seen))
+    assert isinstance(behind_another.actions[0], RecordPrimary) and "less than db-2" in behind_another.message
+    unasked = plan(members([stopped, pod(1), pod(2)], [replica_facts(2, 5200)], record=record, sighting=seen))
+    assert not any(isinstance(a, RecordPrimary) for a in unasked.actions)  # silence aborts nothing
+
+
+def test_a_restart_switchover_goes_only_to_a_replica_streaming_from_the_primary():
+    """The pods' restart ends with a switchover: to the best replica that streams from the primary, as its own
+    pg_stat_replication says; with none streaming, the primary restarts in place."""
+    from mydb_operator.model.instances import Standby as Row
+
+    old = {"revision": "r1"}
+    primary = dataclasses.replace(primary_facts(0, 5000), standbys=(Row("db-2", "streaming", "async", 5000, 5000),))
+    facts = [primary, replica_facts(1, 5000), replica_facts(2, 5000)]
+    pods = [pod(0, role="primary", **old), pod(1, revision="r2"), pod(2, revision="r2")]
+    moved = maintenance.next_restart(members(pods, facts), "r2")
+    assert isinstance(moved, RecordPrimary) and moved.record.primary == "db-2"
+    nobody = dataclasses.replace(primary, standbys=())
+    in_place = maintenance.next_restart(members(pods, [nobody, *facts[1:]],
+                                                sighting=sighting_of("db-0", {"db-0": nobody}, NOW)), "r2")
+    assert isinstance(in_place, RecordPrimary) and in_place.record.reason == RESTART

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .. import names
-from ..model.instances import InstanceFacts
+from ..model.instances import InstanceFacts, lsn_text
 from ..model.pods import pod_ordinal, tls_secret
 from ..model.record import RESTART, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.statefulset import REVISION_LABEL
@@ -129,3 +129,24 @@ def pods_kept(release: str, record: PrimaryRecord | None, replicas: int) -> int 
     the primary below (scale_down_switchover); None when the scale-down can go ahead."""
     ordinal = names.pod_ordinal(recorded_primary(release, record))
     return ordinal + 1 if replicas >= 1 and ordinal >= replicas else None
+
+
+def switchover_short(members: Members, target: str, old: str) -> str | None:
+    """Why TARGET, once the old primary stopped, may lack some of its WAL: it received less than the old
+    primary's last position the operator read, or than another replica. None: it has it all (a clean shutdown's
+    walsenders hand every record to the streaming replicas before the server stops)."""
+    facts = members.facts(target)
+    if facts is None:
+        return None  # not asked: the promotion waits for its answer anyway
+    sighting = members.sighting
+    if sighting is not None and sighting.pod == old and facts.wal_lsn < sighting.lsn:
+        return f"it received {lsn_text(facts.wal_lsn)}, less than {old}'s last known position {lsn_text(sighting.lsn)}"
+    ahead = [
+        f
+        for f in members.probes.values()
+        if isinstance(f, InstanceFacts) and f.in_recovery and f.pod != target and f.wal_lsn > facts.wal_lsn
+    ]
+    if ahead:
+        best = max(ahead, key=lambda f: f.wal_lsn)
+        return f"it received {lsn_text(facts.wal_lsn)}, less than {best.pod} ({lsn_text(best.wal_lsn)})"
+    return None

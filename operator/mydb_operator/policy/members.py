@@ -142,6 +142,15 @@ def probe_interrupted(pod: Object | None) -> bool:
     return False
 
 
+def answers_as_primary(members: Members, name: str) -> bool:
+    """NAME's server, asked in this pass, is a primary on the newest timeline any server reported."""
+    facts = members.facts(name)
+    if facts is None or facts.in_recovery:
+        return False
+    timelines = [f.timeline for f in members.probes.values() if isinstance(f, InstanceFacts) and f.timeline]
+    return facts.timeline is None or facts.timeline >= max(timelines, default=0)
+
+
 def why_not_serving(pod: Object | None, name: str) -> str:
     if pod is None:
         return f"{name} is gone"

@@ -25,7 +25,7 @@ from datetime import datetime
 from .. import names
 from ..model.instances import InstanceFacts, with_value
 from ..model.pods import role_label
-from ..model.record import FAILOVER, REBUILT, RESTART, PrimaryRecord
+from ..model.record import FAILOVER, RESTART, SWITCHOVER, PrimaryRecord
 from ..model.timestamps import parse_time, rfc3339
 from .actions import (
     FAILING_OVER,
@@ -44,10 +44,12 @@ from .actions import (
     Restart,
 )
 from .candidates import Refusal, choice_figures, choose_replica
-from .maintenance import restart_in_place
+from .lost_record import rebuilt_record
+from .maintenance import restart_in_place, switchover_short
 from .members import (
     Members,
     Object,
+    answers_as_primary,
     deleting,
     made_after,
     probe_interrupted,
@@ -95,31 +97,6 @@ def plan(members: Members) -> Plan:
     if serving(members.pod(target)):
         return steady(members)
     return primary_down(members)
-
-
-def rebuilt_record(members: Members) -> PrimaryRecord | None:
-    """With no record, ordinal 0 would be taken for the primary. Once the database has served, the primary is
-    what the servers say instead: the one answering as a primary (the highest timeline, then the most WAL),
-    else the last pod the status confirmed. None when that is ordinal 0 (no record means it) or unknown."""
-    acting = [f for f in members.probes.values() if isinstance(f, InstanceFacts) and not f.in_recovery]
-    if acting:
-        primary = max(acting, key=lambda f: (f.timeline or 0, f.wal_lsn, f.pod)).pod
-    elif members.last_primary:
-        primary = members.last_primary
-    else:
-        return None
-    if primary == names.pod_name(members.release, 0):
-        return None
-    return PrimaryRecord(primary=primary, reason=REBUILT, decided_at=rfc3339(members.now))
-
-
-def answers_as_primary(members: Members, name: str) -> bool:
-    """NAME's server, asked in this pass, is a primary on the newest timeline any server reported."""
-    facts = members.facts(name)
-    if facts is None or facts.in_recovery:
-        return False
-    timelines = [f.timeline for f in members.probes.values() if isinstance(f, InstanceFacts) and f.timeline]
-    return facts.timeline is None or facts.timeline >= max(timelines, default=0)
 
 
 def steady(members: Members) -> Plan:
@@ -251,4 +228,14 @@ def promotion(members: Members) -> Plan:
         ):
             better = dataclasses.replace(record, primary=chosen.pod)
             return Plan((RecordPrimary(better),), state, moving)
+    if record is not None and record.reason == SWITCHOVER:
+        short = switchover_short(members, target, record.previous)
+        if short is not None:
+            # Nothing was promoted: the old primary, shut down cleanly, comes back as the primary. Recorded as a
+            # restart, so its pod, which may have started since as a replica waiting for TARGET, starts again.
+            back = PrimaryRecord(
+                primary=record.previous, previous=target, reason=RESTART, decided_at=rfc3339(members.now)
+            )
+            message = f"switchover to {target} aborted: {short}; {record.previous} stays the primary"
+            return Plan((RecordPrimary(back),), state, message)
     return Plan((*actions, Promote(target)), state, moving)

@@ -33,9 +33,9 @@ from ..policy.major_upgrade import (
 )
 from ..status.warnings import Event
 from .clock import now
+from .primary_pass import Topology
 from .runtime import Runtime
 from .servers import Servers
-from .topology import Topology
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
