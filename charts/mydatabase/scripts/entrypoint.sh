@@ -7,13 +7,21 @@
 #   entrypoint.sh init   the first boot (initdb and restore, or a replica's
 #                        clone), or a pod whose data must follow another
 #                        primary now (follow.sh: pg_rewind, else a fresh
-#                        clone); then exit: the pod's init container, which no
-#                        probe limits, so a clone or a restore may take hours
+#                        clone, the data kept aside: below); then exit: the
+#                        pod's init container, which no probe limits, so a
+#                        clone or a restore may take hours
 #   entrypoint.sh serve  the server, on the cluster the first boot made; with
 #                        none in PGDATA it exits 1 rather than make one under
 #                        the startup probe (an empty primary, or a clone that
 #                        probe would cut short): the pod's container
 #   entrypoint.sh        both, one after the other (outside Kubernetes)
+#
+# A replica's data that cannot follow the primary (pg_rewind failed) or is of
+# another major is never removed: a former primary's may hold the only copy of
+# commits the new primary never received. It is moved aside on the volume, to
+# diverged-<UTC time> beside PGDATA, with mydb-kept.txt saying what it is, and
+# the clone is made only when the volume has room for it beside that; else the
+# init container exits 1 saying what to do. Nothing in the chart removes it.
 #
 #   POD_NAME   <name>-<ordinal>
 #   PGDATA     data directory          PGPORT  port (default 5432)
@@ -66,6 +74,66 @@ if [ -n "${TLS_DIR:-}" ]; then
 fi
 export PEER_SSL
 has_cluster() { [ -s "$PGDATA/PG_VERSION" ]; }
+volume="$(dirname "$PGDATA")"
+
+# size_of DIR: its size in bytes (GNU du -b; else du -k, in 1024-byte blocks).
+size_of() {
+  du -sb "$1" 2>/dev/null | awk '{ print $1 }' | grep . || echo $(( $(du -sk "$1" | awk '{ print $1 }') * 1024 ))
+}
+
+# keep_aside REASON DIVERGED_AT: moves PGDATA to diverged-<UTC time> on the
+# same volume (a rename: instant, nothing copied), then writes what it is into
+# its mydb-kept.txt. The data first: the facts are read from the kept copy.
+keep_aside() {
+  stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+  kept="$volume/diverged-$stamp"
+  n=1
+  while [ -e "$kept" ]; do
+    n=$((n + 1))
+    kept="$volume/diverged-$stamp-$n"
+  done
+  mv "$PGDATA" "$kept"
+  # Another major's pg_control may not read right with this one's pg_controldata: no facts then.
+  controldata="$(pg_controldata -D "$kept" 2>/dev/null || true)"
+  case "$controldata" in *WARNING*) controldata="" ;; esac
+  bytes="$(size_of "$kept")"
+  {
+    echo "reason=$1"
+    echo "keptAt=$(echo "$stamp" | sed 's/^\(....\)\(..\)\(..\)T\(..\)\(..\)\(..\)Z$/\1-\2-\3T\4:\5:\6Z/')"
+    echo "pod=$POD_NAME"
+    echo "primary=$PRIMARY_POD"
+    echo "timeline=$(printf '%s\n' "$controldata" | sed -n "s/^Latest checkpoint's TimeLineID: *//p")"
+    echo "checkpoint=$(printf '%s\n' "$controldata" | sed -n 's/^Latest checkpoint location: *//p')"
+    echo "walEnd=$(cd "$kept/pg_wal" 2>/dev/null && printf '%s\n' * | grep -E '^[0-9A-F]{24}$' | sort | tail -n 1)"
+    echo "divergedAt=$2"
+    echo "bytes=$bytes"
+    echo "major=$(cat "$kept/PG_VERSION" 2>/dev/null || true)"
+  } > "$kept/mydb-kept.txt" || echo "entrypoint: could not write $kept/mydb-kept.txt" >&2
+  echo "entrypoint: kept $PGDATA as $kept (reason $1, divergedAt ${2:-unknown}, $bytes bytes); nothing in the chart removes it, see its mydb-kept.txt"
+}
+
+# A clone beside kept data needs about as much room again: the newest kept
+# directory's size and 10 %. Checked at every start without a cluster, as
+# PGDATA is gone after a refusal; a clone cut short (replica-bootstrap.sh's
+# side directory, thrown away before the next one) counts as free.
+check_room() {
+  newest=""
+  for dir in "$volume"/diverged-*; do
+    if [ -d "$dir" ]; then newest="$dir"; fi
+  done
+  [ -n "$newest" ] || return 0
+  bytes="$(sed -n 's/^bytes=//p' "$newest/mydb-kept.txt" 2>/dev/null || true)"
+  [ -n "$bytes" ] || bytes="$(size_of "$newest")"
+  free=$(( $(df -Pk "$volume" | awk 'NR == 2 { print $4 }') * 1024 ))
+  if [ -d "$PGDATA.bootstrap" ]; then
+    free=$(( free + $(size_of "$PGDATA.bootstrap") ))
+  fi
+  need=$(( bytes + bytes / 10 ))
+  [ "$free" -lt "$need" ] || return 0
+  mb=1048576
+  echo "entrypoint: no room to clone $PRIMARY_POD beside the kept $newest ($((bytes / mb)) MB): the volume has $((free / mb)) MB free and the clone needs about $((need / mb)) MB; grow the volume (spec.storage) and this pod clones at its next start, or save what it holds and remove it from a pod that mounts the claim data-$POD_NAME (it is $(basename "$newest") beside $(basename "$PGDATA") there): this pod's containers do not start until the clone is made" >&2
+  exit 1
+}
 
 if [ "$ROLE" = primary ]; then
   if [ "$RECORDED" = true ]; then
@@ -100,19 +168,25 @@ if [ "$mode" != serve ]; then
     data_major="$(cat "$PGDATA/PG_VERSION" 2>/dev/null || true)"
     server_major="$(postgres -V | sed -n 's/^[^0-9]*\([0-9][0-9]*\).*/\1/p')"
     if [ -n "$data_major" ] && [ "$data_major" != "$server_major" ]; then
-      # A major upgrade: the primary's data was upgraded (major-upgrade.sh), a replica's copy is cloned again.
-      echo "entrypoint: $PGDATA holds PostgreSQL $data_major data and this is PostgreSQL $server_major: removing it to clone $PRIMARY_POD afresh"
-      rm -rf "$PGDATA"
+      # A major upgrade: the primary's data was upgraded (major-upgrade.sh), a replica's copy is kept and cloned again.
+      echo "entrypoint: $PGDATA holds PostgreSQL $data_major data and this is PostgreSQL $server_major: keeping it aside to clone $PRIMARY_POD afresh"
+      keep_aside major-mismatch ""
     fi
     if has_cluster; then
       code=0
-      REWIND_STANDBY=true sh "$SCRIPTS_DIR/follow.sh" || code=$?
+      diverged_at_file="$(mktemp)"
+      REWIND_STANDBY=true DIVERGED_AT_FILE="$diverged_at_file" sh "$SCRIPTS_DIR/follow.sh" || code=$?
+      diverged_at="$(cat "$diverged_at_file")"
+      rm -f "$diverged_at_file"
       if [ "$code" -eq 3 ]; then
-        echo "entrypoint: removing $PGDATA, which cannot follow $PRIMARY_POD, to clone it afresh"
-        rm -rf "$PGDATA"
+        echo "entrypoint: $PGDATA cannot follow $PRIMARY_POD: keeping it aside to clone $PRIMARY_POD afresh"
+        keep_aside rewind-failed "$diverged_at"
       elif [ "$code" -ne 0 ]; then
         exit "$code"
       fi
+    fi
+    if ! has_cluster; then
+      check_room
     fi
     sh "$SCRIPTS_DIR/replica-bootstrap.sh"
   fi
@@ -129,7 +203,7 @@ if [ "$ROLE" = replica ] && [ ! -f "$PGDATA/standby.signal" ]; then
   code=0
   sh "$SCRIPTS_DIR/follow.sh" || code=$?
   if [ "$code" -eq 3 ]; then
-    echo "entrypoint: delete the pod: its init container clones $PRIMARY_POD afresh" >&2
+    echo "entrypoint: delete the pod: its init container keeps this data aside on the volume and clones $PRIMARY_POD afresh" >&2
   fi
   [ "$code" -eq 0 ] || exit "$code"
 fi

@@ -13,14 +13,18 @@
 #   otherwise the server starts as the standby it is.
 #
 # Exit 0: PGDATA can follow (standby.signal is there). Exit 3: pg_rewind failed
-# and only a fresh clone helps (entrypoint.sh init makes one). Exit 1: anything
-# else, such as a primary that is another database system altogether.
+# and only a fresh clone helps: entrypoint.sh init keeps this directory aside
+# on the volume (never removes it: a former primary's may hold commits the new
+# primary never received) and makes one. Exit 1: anything else, such as a
+# primary that is another database system altogether.
 #
 #   PGDATA, PGPORT (default 5432), PRIMARY_HOST, PRIMARY_PORT (default PGPORT)
 #   CREDENTIALS_DIR  the superuser's credentials (pg_rewind reads the primary's files)
 #   REWIND_STANDBY   true: check a standby too (default false)
 #   PRIMARY_WAIT_SECONDS  how long a former primary waits for the new one (default 0: for ever)
 #   PEER_SSL         conninfo keywords for TLS to the primary (entrypoint.sh), or empty
+#   DIVERGED_AT_FILE on exit 3, gets the LSN where pg_rewind found the servers
+#                    diverged (empty when it did not say): the kept data's divergedAt
 set -eu
 
 : "${PGDATA:?PGDATA is required}"
@@ -97,5 +101,9 @@ if pg_rewind --target-pgdata="$PGDATA" --source-server="$source_server" "$@" > "
   exit 0
 fi
 sed 's/^/follow: pg_rewind: /' "$private/rewind.log" >&2
+if [ -n "${DIVERGED_AT_FILE:-}" ]; then
+  sed -n 's/.*servers diverged at WAL location \([0-9A-F]*\/[0-9A-F]*\) on timeline .*/\1/p' "$private/rewind.log" \
+    | head -n 1 > "$DIVERGED_AT_FILE"
+fi
 echo "follow: pg_rewind failed: this pod needs a fresh clone of $PRIMARY_HOST" >&2
 exit 3
