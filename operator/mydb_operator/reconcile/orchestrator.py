@@ -8,6 +8,7 @@ from typing import Any
 from ..model.errors import SpecError
 from ..model.spec import DatabaseSpec, parse_spec
 from ..policy import backups
+from ..policy.actions import FAILING_OVER, SWITCHING_OVER, WAITING
 from ..policy.major_upgrade import upgraded_now
 from ..status.build import Happened, Wanted, build_status
 from ..status.phases import DEPLOYING, PENDING
@@ -24,6 +25,8 @@ from .runtime import Runtime
 from .topology import keep_primary
 from .upgrading import keep_upgrade, upgrade_under_way
 from .volumes import keep_volumes
+
+DEFERRED_RECHECK_SECONDS = 1.0  # Helm left for later while the primary moves: looked at again this soon
 
 
 async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, runtime: Runtime) -> Outcome:
@@ -77,11 +80,13 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         target = Target(
             namespace, name, spec, previous.get("release"), previous.get("lastOperation"), uid, upgrade.hold
         )
-        outcome = await converge(target, observed, runtime, fresh=cached is None)
+        moving = topology.plan.state in (WAITING, FAILING_OVER, SWITCHING_OVER)
+        outcome = await converge(target, observed, runtime, fresh=cached is None, urgent=moving)
     if spec is not None:
         await reload_where_due(namespace, name, spec, certificates, topology.probes, outcome.observed.pods, runtime)
     outcome.events = volumes.events + topology.events + upgrade.events + certificates.events + outcome.events
-    rechecks = (topology.recheck, upgrade.recheck, certificates.recheck, volumes.recheck)
+    deferred = DEFERRED_RECHECK_SECONDS if outcome.deferred else None
+    rechecks = (topology.recheck, upgrade.recheck, certificates.recheck, volumes.recheck, deferred)
     outcome.recheck = min((s for s in rechecks if s is not None), default=None)
     outcome.retry_soon = topology.failed
     on_demand, backup_events = await backup_on_demand(

@@ -43,4 +43,5 @@ class Outcome:
     helm_ran: bool = False  # this pass applied a new Helm revision
     retry_soon: bool = False  # a step after Helm failed: try again before the resync
     recheck: float | None = None  # the primary's plan looks again in so many seconds (a failover under way)
+    deferred: bool = False  # Helm was due but left for a later pass: the primary is moving (converging.py)
     status: dict[str, Any] = field(default_factory=dict)  # the whole .status, built last
