@@ -219,3 +219,29 @@ def test_a_major_upgrades_hold_applies_its_version_and_replicas_instead_of_the_s
     outcome = acted(runtime, held, running(version="15.2"))
     assert outcome.problem is None
     assert helm.upgrades[0][2]["image"]["tag"] == "15.2" and helm.upgrades[0][2]["replicas"] == 0
+
+
+def test_while_the_primary_moves_a_pass_leaves_helm_for_later_rather_than_queue_behind_other_databases(
+        api: FakeApi, helm: FakeHelm, runtime: Runtime) -> None:
+    """A failover's next step must not wait in the same pass behind other databases' Helm runs: with every permit
+    to act taken, an urgent pass returns at once, Helm not run and the outcome deferred; with a permit free, or a
+    pass that is not urgent, Helm runs as usual."""
+    from mydb_operator.reconcile.converging import converge
+
+    drifted, installed = running(replicas=5), installed_as_decided(runtime)
+
+    async def with_permits_taken(urgent: bool) -> Outcome:
+        taken = 0
+        while not runtime.acting.locked():
+            await runtime.acting.acquire()
+            taken += 1
+        try:
+            return await converge(installed, drifted, runtime, fresh=True, urgent=urgent)
+        finally:
+            for _ in range(taken):
+                runtime.acting.release()
+
+    deferred = run(with_permits_taken(urgent=True))
+    assert deferred.deferred and helm.upgrades == []
+    free = run(converge(installed, drifted, runtime, fresh=True, urgent=True))
+    assert not free.deferred and len(helm.upgrades) == 1
