@@ -615,12 +615,11 @@ def test_a_replica_not_streaming_on_another_timeline_or_past_max_lag_makes_the_d
     forked = dataclasses.replace(replica_facts(2, 3 * GiB), timeline=2)
     view = PrimaryView(probes={f.pod: f for f in (primary, stale, forked)})
     behind = replicas_behind("db", view, pods, SETTINGS.max_lag, NOW)
-    assert behind == ("db-1 is not streaming (waiting); db-2 is on timeline 2, the primary on 1: a failover would "
-                      "not promote them")
+    assert behind == "db-1 is not streaming; db-2 is on timeline 2, the primary on 1: a failover would not promote them"
     lagging = PrimaryView(probes={f.pod: f for f in (primary, replica_facts(1, GiB), replica_facts(2, 3 * GiB))})
     assert replicas_behind("db", lagging, pods, SETTINGS.max_lag, NOW) == (
-        f"db-1 is {2 * GiB} bytes behind the primary, more than maxLagOnFailover ({SETTINGS.max_lag}): a "
-        "failover would not promote them")
+        f"db-1 is further behind the primary than maxLagOnFailover ({SETTINGS.max_lag} bytes): a failover would not "
+        "promote them")
     healthy = PrimaryView(probes={f.pod: f for f in (primary, replica_facts(1, 3 * GiB), replica_facts(2, 3 * GiB))})
     assert replicas_behind("db", healthy, pods, SETTINGS.max_lag, NOW) is None
     just_ready = [pod(0, role="primary"), pod(1, since=NOW - timedelta(seconds=5)), pod(2)]

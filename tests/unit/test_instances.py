@@ -140,3 +140,28 @@ def test_status_says_which_version_each_server_runs_and_keeps_the_primarys_while
 @pytest.mark.parametrize("number, version", [(150014, "15.14"), (170002, "17.2"), (130000, "13.0")])
 def test_a_server_version_number_reads_as_major_dot_minor(number, version):
     assert server_version(number) == version
+
+
+def test_kept_data_is_reported_per_instance_and_warned_of_once():
+    """A pod that kept its data aside (entrypoint.sh) has it in status.instances[].keptData, kept while the pod
+    does not answer; a Warning names it once, with the WAL range it holds."""
+    from mydb_operator.model.instances import KeptData, kept_facts
+    from mydb_operator.status.warnings import kept_data_warnings
+
+    text = "reason=rewind-failed\nkeptAt=2026-12-07T12:00:00Z\ntimeline=5\ncheckpoint=0/89000028\ndivergedAt=0/483EFF60\n" \
+           "walEnd=000000050000000000000089\nbytes=1048576\nmajor=15\npod=db-0\nempty=\n"
+    assert kept_facts(text)["divergedAt"] == "0/483EFF60" and "empty" not in kept_facts(text)
+    facts = InstanceFacts("db-0", True, 6, 4900, kept=(KeptData("diverged-20261207T120000Z", kept_facts(text)),))
+    primary = InstanceFacts("db-1", False, 6, 5000)
+    view = PrimaryView(probes={"db-0": facts, "db-1": primary})
+    entries = instances("db", view, [pod("db-0"), pod("db-1", role="primary")])
+    assert entries[0]["keptData"] == [{"directory": "diverged-20261207T120000Z", "reason": "rewind-failed",
+                                       "keptAt": "2026-12-07T12:00:00Z", "timeline": "5", "divergedAt": "0/483EFF60",
+                                       "checkpoint": "0/89000028", "walEnd": "000000050000000000000089", "major": "15",
+                                       "bytes": 1048576}]
+    silent = instances("db", PrimaryView(probes={"db-1": primary}), [pod("db-0"), pod("db-1", role="primary")], entries)
+    assert silent[0]["keptData"] == entries[0]["keptData"]
+    told = kept_data_warnings({}, {"instances": entries})
+    assert len(told) == 1 and told[0][1] == "DivergedDataKept"
+    assert "db-0 kept data" in told[0][2] and "diverged at 0/483EFF60" in told[0][2] and "0/89000028" in told[0][2]
+    assert kept_data_warnings({"instances": entries}, {"instances": silent}) == []

@@ -6,11 +6,12 @@ import asyncio
 import json
 
 from .. import names
-from ..model.instances import InstanceFacts, Probe, Standby, Unreachable
+from ..model.instances import InstanceFacts, KeptData, Probe, Standby, Unreachable, kept_facts
 from ..model.versions import server_version
 from .connection import CONNECT_SECONDS, FAILURES, Login, Server, failure_text, session
 
-# pg_lsn values go out as byte offsets (pg_wal_lsn_diff from 0/0): plain numbers to compare.
+# pg_lsn values go out as byte offsets (pg_wal_lsn_diff from 0/0): plain numbers to compare. The data kept aside
+# beside PGDATA (entrypoint.sh: diverged-*) is listed from the data directory's parent, the pod's volume.
 FACTS = """
 select pg_is_in_recovery() as in_recovery,
   case when pg_is_in_recovery()
@@ -36,7 +37,12 @@ select pg_is_in_recovery() as in_recovery,
     pg_read_binary_file(current_setting('ssl_cert_file'), 0, 1048576, true)), 'hex') end as certificate,
   coalesce(current_setting('ssl') = 'on'
     and (select modification from pg_stat_file(current_setting('ssl_cert_file'), true)) > pg_conf_load_time(),
-    false) as reload_due
+    false) as reload_due,
+  (select coalesce(json_agg(json_build_object('dir', d,
+      'info', pg_read_file(v.parent || '/' || d || '/mydb-kept.txt', 0, 4096, true)) order by d), '[]')
+   from (select regexp_replace(current_setting('data_directory'), '/[^/]*$', '') as parent) v,
+        pg_ls_dir(v.parent, true, false) d
+   where d like 'diverged-%') as kept
 """
 
 
@@ -64,6 +70,7 @@ async def probe(server: Server, login: Login, connect_seconds: float = CONNECT_S
         version=server_version(row["version_num"]),
         certificate=row["certificate"],
         reload_due=row["reload_due"],
+        kept=tuple(KeptData(k["dir"], kept_facts(k["info"])) for k in json.loads(row["kept"])),
     )
 
 

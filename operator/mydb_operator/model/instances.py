@@ -7,6 +7,7 @@ its WAL receiver follows, and, on a primary, the standbys streaming from it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -20,6 +21,20 @@ class Standby:
     flush_lsn: int | None
     replay_lsn: int | None
     reply_age: float | None = None  # seconds since its last reply, by the primary's clock
+
+
+@dataclass(frozen=True)
+class KeptData:
+    """A data directory the pod could not follow the primary with, kept aside on its volume (entrypoint.sh)."""
+
+    directory: str  # diverged-<UTC time>, beside PGDATA
+    facts: Mapping[str, str]  # its mydb-kept.txt: reason, keptAt, timeline, checkpoint, divergedAt, bytes, ...
+
+
+def kept_facts(text: str | None) -> dict[str, str]:
+    """mydb-kept.txt's key=value lines (empty values left out)."""
+    pairs = (line.partition("=") for line in (text or "").splitlines())
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip() and value.strip()}
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,7 @@ class InstanceFacts:
     # whether that file changed since the server last read its configuration (a reload makes it present it).
     certificate: str | None = None
     reload_due: bool = False
+    kept: tuple[KeptData, ...] = ()  # data kept aside on its volume, oldest first
 
     @property
     def upstream(self) -> str | None:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import names
-from ..model.instances import InstanceFacts, Probe, Unreachable, lsn_text
+from ..model.instances import InstanceFacts, KeptData, Probe, Unreachable, lsn_text
 from ..model.pods import role_label
 from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.timestamps import parse_time
@@ -66,11 +66,13 @@ def instances(
                 entry["state"] = probe.receiver or "not streaming"
                 if head is not None:
                     entry["lagBytes"] = max(0, head - (probe.replay_lsn or probe.wal_lsn))
+            if probe.kept:
+                entry["keptData"] = [kept_entry(kept) for kept in probe.kept]
         else:
             entry["role"] = role_label(pod) or "unknown"
             entry["state"] = f"no answer: {probe.error}" if isinstance(probe, Unreachable) else "not answering"
             last = known.get(name) or {}
-            entry.update({key: last[key] for key in ("timeline", "lsn") if key in last})
+            entry.update({key: last[key] for key in ("timeline", "lsn", "keptData") if key in last})
         entries.append(entry)
     return entries
 
@@ -81,7 +83,9 @@ SETTLING_SECONDS = 30.0
 
 def replicas_behind(release: str, view: PrimaryView, pods: list[Object], max_lag: int, now: datetime) -> str | None:
     """The replicas a failover could not promote while the primary serves, and why: not streaming, on another
-    timeline than the primary, or further behind its WAL than MAX_LAG (maxLagOnFailover). None: none."""
+    timeline than the primary, or further behind its WAL than MAX_LAG (maxLagOnFailover). None: none. The words
+    stay the same while the same replicas are behind for the same reasons (one Warning; the lag is in
+    status.instances)."""
     primary = view.probes.get(recorded_primary(release, view.record))
     if not isinstance(primary, InstanceFacts) or primary.in_recovery:
         return None
@@ -97,9 +101,9 @@ def replicas_behind(release: str, view: PrimaryView, pods: list[Object], max_lag
         if facts.timeline != primary.timeline:
             behind.append(f"{facts.pod} is on timeline {facts.timeline}, the primary on {primary.timeline}")
         elif facts.receiver != "streaming":
-            behind.append(f"{facts.pod} is not streaming ({facts.receiver or 'no WAL receiver'})")
+            behind.append(f"{facts.pod} is not streaming")
         elif lag > max_lag:
-            behind.append(f"{facts.pod} is {lag} bytes behind the primary, more than maxLagOnFailover ({max_lag})")
+            behind.append(f"{facts.pod} is further behind the primary than maxLagOnFailover ({max_lag} bytes)")
     if not behind:
         return None
     return "; ".join(behind) + ": a failover would not promote them"
@@ -113,6 +117,18 @@ def settling(pod: Object, now: datetime) -> bool:
     ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     since = parse_time(ready.get("lastTransitionTime"))
     return since is not None and (now - since).total_seconds() < SETTLING_SECONDS
+
+
+KEPT_FIELDS = ("reason", "keptAt", "timeline", "divergedAt", "checkpoint", "walEnd", "major")
+
+
+def kept_entry(kept: KeptData) -> dict[str, Any]:
+    """status.instances[].keptData[]: where the data is, why, and the WAL range it holds past the fork."""
+    entry: dict[str, Any] = {"directory": kept.directory}
+    entry.update({key: kept.facts[key] for key in KEPT_FIELDS if key in kept.facts})
+    if kept.facts.get("bytes", "").isdigit():
+        entry["bytes"] = int(kept.facts["bytes"])
+    return entry
 
 
 def last_moves(record: PrimaryRecord | None, previous: dict[str, Any]) -> dict[str, Any]:

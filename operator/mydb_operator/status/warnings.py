@@ -32,3 +32,27 @@ def problem(condition: dict[str, Any], status: dict[str, Any]) -> tuple[Any, ...
         full = (status.get("storage") or {}).get("full") or []
         return BY_FULL_PODS, frozenset(entry["pod"] for entry in full)
     return condition.get("reason"), condition.get("message")
+
+
+def kept_data_warnings(previous: dict[str, Any], status: dict[str, Any]) -> list[Event]:
+    """One Warning for each directory of data a pod newly kept aside (entrypoint.sh): it may hold commits that no
+    server has, and nothing removes it."""
+    known = {
+        (entry.get("name"), kept.get("directory"))
+        for entry in previous.get("instances") or []
+        for kept in entry.get("keptData") or []
+    }
+    warnings = []
+    for entry in status.get("instances") or []:
+        for kept in entry.get("keptData") or []:
+            if (entry.get("name"), kept.get("directory")) in known:
+                continue
+            diverged = f", diverged at {kept['divergedAt']}" if kept.get("divergedAt") else ""
+            message = (
+                f"{entry.get('name')} kept data it could not follow the primary with as {kept.get('directory')} "
+                f"on its volume ({kept.get('reason', 'unknown reason')}{diverged}, timeline {kept.get('timeline', '?')}"
+                f" up to checkpoint {kept.get('checkpoint', '?')}, {kept.get('bytes', '?')} bytes): it may hold "
+                "commits no server has; see docs/high-availability.md, Kept data"
+            )
+            warnings.append(("Warning", "DivergedDataKept", message))
+    return warnings
