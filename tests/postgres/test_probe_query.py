@@ -32,3 +32,36 @@ def test_the_facts_query_answers_on_a_primary_and_lists_the_kept_data_beside_pgd
     finally:
         shutil.rmtree(kept)
         shutil.rmtree(other)
+
+
+def test_a_primary_in_crash_recovery_says_so_in_the_words_the_operator_waits_for(request, machine, rendered):
+    """A backend killed with SIGKILL (as the OOM killer does): the postmaster ends every backend and replays its
+    WAL in place. Meanwhile a connection is refused with the words policy/members.RECOVERING_WORDS lists, so a
+    primary recovering by itself is waited for, not failed over; then it serves again with every commit."""
+    import os
+    import signal
+    import time
+
+    from mydb_operator.policy.members import RECOVERING_WORDS
+
+    from .harness import DatabasePod
+
+    own = machine.sibling("crash")
+    pod = DatabasePod(own, rendered, 0)
+    request.addfinalizer(pod.stop)
+    pod.start()
+    # WAL since the last checkpoint, for the replay to take a moment.
+    pod.sql("CHECKPOINT; CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 300000)")
+    backend = int(pod.sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'"))
+    os.kill(backend, signal.SIGKILL)
+    said, heard = set(), []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answer = own.psql(pod.ip, "SELECT count(*) FROM t")
+        if answer.returncode == 0 and said:
+            break
+        said.update(words for words in RECOVERING_WORDS if words in answer.stderr)
+        heard.append(answer.stderr.strip())
+        time.sleep(0.02)
+    assert said, f"no connection was refused with the recovery's words: {heard}"
+    assert pod.sql("SELECT count(*) FROM t") == "300000"

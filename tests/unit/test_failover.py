@@ -677,3 +677,19 @@ def test_a_restart_switchover_goes_only_to_a_replica_streaming_from_the_primary(
     in_place = maintenance.next_restart(members(pods, [nobody, *facts[1:]],
                                                 sighting=sighting_of("db-0", {"db-0": nobody}, NOW)), "r2")
     assert isinstance(in_place, RecordPrimary) and in_place.record.reason == RESTART
+
+
+def test_a_primary_recovering_from_a_crash_in_place_is_waited_for_within_a_bound():
+    """A backend killed (the OOM killer): the postmaster restarts every backend and replays WAL in place, and its
+    server says so (SQLSTATE 57P03). It serves again with every commit: no failover for up to 60 s; after
+    that, as any other primary down."""
+    recovering = Unreachable("db-0", "the database system is in recovery mode")
+    shortly = [pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10)), pod(1)]
+    waited = plan(members(shortly, [recovering, replica_facts(1, 1000)], reference=1000))
+    assert waited.state == WAITING and waited.actions == () and "recovers from a crash in place" in waited.message
+    hung = plan(members(shortly, [Unreachable("db-0", "no answer in time"), replica_facts(1, 1000)], reference=1000))
+    assert hung.state == FAILING_OVER
+    too_long = [pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=61)), pod(1)]
+    assert plan(members(too_long, [recovering, replica_facts(1, 1000)], reference=1000,
+                        sighting=Sighting("db-0", NOW - timedelta(seconds=62), 1000, 1, {"db-1": 1000}))
+                ).state == FAILING_OVER

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import names
-from ..model.instances import InstanceFacts, Probe
+from ..model.instances import InstanceFacts, Probe, Unreachable
 from ..model.pods import is_ready
 from ..model.record import PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting
@@ -149,6 +149,20 @@ def answers_as_primary(members: Members, name: str) -> bool:
         return False
     timelines = [f.timeline for f in members.probes.values() if isinstance(f, InstanceFacts) and f.timeline]
     return facts.timeline is None or facts.timeline >= max(timelines, default=0)
+
+
+# What PostgreSQL says (SQLSTATE 57P03) while its postmaster runs crash recovery or starts: alive, not serving yet.
+# With hot_standby on (the chart's), crash recovery's replay says "not yet accepting connections" (seen on 15).
+RECOVERING_WORDS = (
+    "the database system is in recovery mode",
+    "the database system is starting up",
+    "the database system is not yet accepting connections",
+)
+
+
+def recovering_in_place(probe: Probe | None) -> bool:
+    """The server answered that it is recovering or starting: its postmaster is alive and will serve again."""
+    return isinstance(probe, Unreachable) and any(words in probe.error for words in RECOVERING_WORDS)
 
 
 def why_not_serving(pod: Object | None, name: str) -> str:

@@ -53,6 +53,7 @@ from .members import (
     deleting,
     made_after,
     probe_interrupted,
+    recovering_in_place,
     serving,
     starting_since,
     uid_of,
@@ -68,6 +69,8 @@ FENCE_TIMEOUT_SECONDS = 15.0
 RECHECK_SECONDS = 1.0  # while waiting for a fenced pod to go: its deletion also wakes the database
 # A primary whose pod is coming up again by itself gets this long to serve before a failover is decided.
 STARTUP_GRACE_SECONDS = 30.0
+# A primary whose postmaster restarts its backends and replays WAL in place (crash recovery) gets this long.
+CRASH_RECOVERY_GRACE_SECONDS = 60.0
 # A primary the operator restarts in place gets this long to come back (its pod's grace period, 120 s, and a
 # start) before its absence counts as a failure.
 RESTART_GRACE_SECONDS = 150.0
@@ -166,6 +169,11 @@ def primary_down(members: Members) -> Plan:
         return Plan((), WAITING, message, RECHECK_SECONDS * 2)
     since = unavailable_since(pod) or members.down_since or members.now
     waited = (members.now - since).total_seconds()
+    if recovering_in_place(members.probes.get(target)) and waited < CRASH_RECOVERY_GRACE_SECONDS:
+        # Its postmaster lives and replays its own WAL (a backend was killed, the OOM killer): it serves again
+        # with every commit, where a failover now could lose the last ones.
+        message = f"the primary {target} recovers from a crash in place: waiting for it"
+        return Plan((), WAITING, message, RECHECK_SECONDS * 2)
     if probe_interrupted(pod) and waited < STARTUP_GRACE_SECONDS:
         # Its probe container restarted (the kubelet restarts it alone): the server itself may be fine.
         message = f"the primary {target}'s probe container restarts: waiting for its answer"
