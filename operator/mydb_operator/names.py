@@ -28,6 +28,7 @@ ANNOTATION_PREFIX = GROUP
 ROLE_LABEL = f"{GROUP}/role"
 # fenced: a former primary on its way out, selected by neither the read-write nor the read-only Service.
 PRIMARY, REPLICA, FENCED = "primary", "replica", "fenced"
+LAGGING = "lagging"  # a replica too far behind to serve reads: out of the read-only Service (policy/lagging.py)
 # Names the pod to make the primary by a planned switchover (kubectl annotate mydb/NAME
 # myapp.example.com/switchover-to=NAME-1); the operator removes it once it has answered.
 SWITCHOVER_ANNOTATION = f"{ANNOTATION_PREFIX}/switchover-to"

@@ -693,3 +693,31 @@ def test_a_primary_recovering_from_a_crash_in_place_is_waited_for_within_a_bound
     assert plan(members(too_long, [recovering, replica_facts(1, 1000)], reference=1000,
                         sighting=Sighting("db-0", NOW - timedelta(seconds=62), 1000, 1, {"db-1": 1000}))
                 ).state == FAILING_OVER
+
+
+# ---------------------------------------------------------------- a replica behind leaves the read-only Service
+
+
+def test_a_replica_behind_is_labelled_lagging_out_of_the_read_only_service_and_back_once_it_caught_up():
+    """Serving arbitrarily old data is worse than not serving: a replica not streaming, on another timeline or
+    further behind than maxLagOnFailover is labelled `lagging` (the read-only Service selects `replica`), and
+    labelled `replica` again once within half the limit; a replica ready for less than 30 s is not judged."""
+    from mydb_operator.status.primary import routing_gap
+
+    limit = SETTINGS.max_lag
+    primary = primary_facts(0, 3 * GiB)
+    pods = [pod(0, role="primary"), pod(1), pod(2)]
+    stalled = plan(members(pods, [primary, replica_facts(1, GiB, receiver="waiting"), replica_facts(2, 3 * GiB)]))
+    assert Label("db-1", "lagging") in stalled.actions and not any(
+        isinstance(a, Label) and a.pod == "db-2" for a in stalled.actions)
+    lagging = [pod(0, role="primary"), pod(1, role="lagging"), pod(2)]
+    near = plan(members(lagging, [primary, replica_facts(1, 3 * GiB - limit // 2 - 1), replica_facts(2, 3 * GiB)]))
+    assert not any(isinstance(a, Label) and a.pod == "db-1" for a in near.actions)  # still lagging: no flap
+    caught_up = plan(members(lagging, [primary, replica_facts(1, 3 * GiB - 100), replica_facts(2, 3 * GiB)]))
+    assert Label("db-1", "replica") in caught_up.actions
+    fresh = [pod(0, role="primary"), pod(1, since=NOW - timedelta(seconds=5)), pod(2)]
+    connecting = plan(members(fresh, [primary, replica_facts(1, GiB, receiver="waiting"), replica_facts(2, 3 * GiB)]))
+    assert not any(isinstance(a, Label) and a.pod == "db-1" for a in connecting.actions)
+    # Ready waits for the read-only Service to route to the replicas that are not lagging only.
+    assert routing_gap("db", "db-0", lagging, {"db": ("db-0",), "db-ro": ("db-2",)}) is None
+    assert routing_gap("db", "db-0", lagging, {"db": ("db-0",), "db-ro": ("db-1", "db-2")}) is not None

@@ -44,6 +44,7 @@ from .actions import (
     Restart,
 )
 from .candidates import Refusal, choice_figures, choose_replica
+from .lagging import replica_role
 from .lost_record import rebuilt_record
 from .maintenance import restart_in_place, switchover_short
 from .members import (
@@ -120,8 +121,9 @@ def steady(members: Members) -> Plan:
             # A former primary back on its old timeline, or fenced and never restarted.
             actions.append(Fence(name, uid_of(other), FAILOVER_GRACE_SECONDS))
             continue
-        if role_label(other) != names.REPLICA:
-            actions.append(Label(name, names.REPLICA))
+        role = replica_role(members, other, facts)
+        if role_label(other) != role:
+            actions.append(Label(name, role))
         if facts is not None and facts.upstream is not None and facts.upstream != host:
             repoints.append(Repoint(name, with_value(facts.conninfo, "host", host)))
     actions += repoints

@@ -11,9 +11,9 @@ from .. import names
 from ..model.instances import InstanceFacts, KeptData, Probe, Unreachable, lsn_text
 from ..model.pods import role_label
 from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord, recorded_primary
-from ..model.timestamps import parse_time
 from ..policy.actions import SERVING, STARTING, Plan
-from ..policy.members import serving, unavailable_since
+from ..policy.lagging import just_promoted, settling, why_behind
+from ..policy.members import serving
 
 Object = dict[str, Any]
 
@@ -77,46 +77,26 @@ def instances(
     return entries
 
 
-# A replica ready, or a primary promoted, this recently is still finding its feet: its WAL receiver (re)connects.
-SETTLING_SECONDS = 30.0
-
-
 def replicas_behind(release: str, view: PrimaryView, pods: list[Object], max_lag: int, now: datetime) -> str | None:
-    """The replicas a failover could not promote while the primary serves, and why: not streaming, on another
-    timeline than the primary, or further behind its WAL than MAX_LAG (maxLagOnFailover). None: none. The words
-    stay the same while the same replicas are behind for the same reasons (one Warning; the lag is in
-    status.instances)."""
+    """The replicas a failover could not promote while the primary serves, and why (policy/lagging.py). None:
+    none. The words stay the same while the same replicas are behind for the same reasons (one Warning; the
+    lag is in status.instances)."""
     primary = view.probes.get(recorded_primary(release, view.record))
     if not isinstance(primary, InstanceFacts) or primary.in_recovery:
         return None
-    promoted = parse_time(view.record.promoted_at) if view.record is not None else None
-    if promoted is not None and (now - promoted).total_seconds() < SETTLING_SECONDS:
+    if just_promoted(view.record, now):
         return None
     behind: list[str] = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         facts = view.probes.get(pod["metadata"]["name"])
         if not isinstance(facts, InstanceFacts) or not facts.in_recovery or settling(pod, now):
             continue
-        lag = primary.wal_lsn - facts.wal_lsn
-        if facts.timeline != primary.timeline:
-            behind.append(f"{facts.pod} is on timeline {facts.timeline}, the primary on {primary.timeline}")
-        elif facts.receiver != "streaming":
-            behind.append(f"{facts.pod} is not streaming")
-        elif lag > max_lag:
-            behind.append(f"{facts.pod} is further behind the primary than maxLagOnFailover ({max_lag} bytes)")
+        why = why_behind(primary, facts, max_lag)
+        if why is not None:
+            behind.append(why)
     if not behind:
         return None
     return "; ".join(behind) + ": a failover would not promote them"
-
-
-def settling(pod: Object, now: datetime) -> bool:
-    """Ready for less than SETTLING_SECONDS (not ready at all counts too: it is no candidate either way)."""
-    if not serving(pod) or unavailable_since(pod) is not None:
-        return True
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
-    since = parse_time(ready.get("lastTransitionTime"))
-    return since is not None and (now - since).total_seconds() < SETTLING_SECONDS
 
 
 KEPT_FIELDS = ("reason", "keptAt", "timeline", "divergedAt", "checkpoint", "walEnd", "major")
@@ -174,7 +154,9 @@ def routing_gap(release: str, primary: str, pods: list[Object], routes: Mapping[
         sorted(
             p["metadata"]["name"]
             for p in pods
-            if serving(p) and p["metadata"]["name"] != primary and role_label(p) not in (names.PRIMARY, names.FENCED)
+            if serving(p)
+            and p["metadata"]["name"] != primary
+            and role_label(p) not in (names.PRIMARY, names.FENCED, names.LAGGING)
         )
     )
     read_only = names.read_only_service(release)

@@ -1,0 +1,75 @@
+"""Replicas too far behind to serve reads or to be promoted, and why. Pure.
+
+One rule for two uses: such a replica leaves the read-only Service (its role
+label becomes `lagging`, policy/primary.steady) and makes the database
+Degraded (status/primary.replicas_behind). It is judged against the primary's
+answer of the same pass: not streaming, on another timeline, or further behind
+than maxLagOnFailover. A replica ready less than SETTLING_SECONDS ago is still
+connecting and not judged; one labelled lagging is labelled a replica again
+only once it is within half the limit, so a replica near the line does not
+flap in and out of the Service."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .. import names
+from ..model.instances import InstanceFacts
+from ..model.pods import role_label
+from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord
+from ..model.timestamps import parse_time
+from .members import Members, Object, serving, unavailable_since
+
+# A replica ready, or a primary promoted, this recently is still finding its feet: its WAL receiver (re)connects.
+SETTLING_SECONDS = 30.0
+
+
+def why_behind(primary: InstanceFacts, facts: InstanceFacts, max_lag: int, *, strict: bool = False) -> str | None:
+    """Why the replica FACTS is behind the PRIMARY, or None. STRICT: within half of MAX_LAG only (to come back)."""
+    lag = primary.wal_lsn - facts.wal_lsn
+    if facts.timeline != primary.timeline:
+        return f"{facts.pod} is on timeline {facts.timeline}, the primary on {primary.timeline}"
+    if facts.receiver != "streaming":
+        return f"{facts.pod} is not streaming"
+    if lag > (max_lag // 2 if strict else max_lag):
+        return f"{facts.pod} is further behind the primary than maxLagOnFailover ({max_lag} bytes)"
+    return None
+
+
+def settling(pod: Object, now: datetime) -> bool:
+    """Ready for less than SETTLING_SECONDS (not ready at all counts too: it is no candidate either way)."""
+    if not serving(pod) or unavailable_since(pod) is not None:
+        return True
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready: dict[str, object] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    since = parse_time(str(ready.get("lastTransitionTime") or ""))
+    return since is not None and (now - since).total_seconds() < SETTLING_SECONDS
+
+
+def just_promoted(record: PrimaryRecord | None, now: datetime) -> bool:
+    """The recorded primary was promoted less than SETTLING_SECONDS ago, or its promotion is not recorded yet:
+    the replicas are still moving onto its timeline."""
+    if record is None or record.reason not in (FAILOVER, SWITCHOVER):
+        return False
+    promoted = parse_time(record.promoted_at)
+    return promoted is None or (now - promoted).total_seconds() < SETTLING_SECONDS
+
+
+def replica_role(members: Members, pod: Object, facts: InstanceFacts | None) -> str:
+    """The role label a replica's pod should have: `lagging` while it is behind, else `replica`. A replica that
+    cannot be judged now (not asked, settling, a primary just promoted) keeps `lagging` if it has it."""
+    primary = members.facts(members.primary)
+    current = role_label(pod)
+    judged = (
+        primary is not None
+        and not primary.in_recovery
+        and facts is not None
+        and facts.in_recovery
+        and not settling(pod, members.now)
+        and not just_promoted(members.record, members.now)
+    )
+    if not judged:
+        return names.LAGGING if current == names.LAGGING and facts is None else names.REPLICA
+    assert primary is not None and facts is not None
+    behind = why_behind(primary, facts, members.settings.max_lag, strict=current == names.LAGGING)
+    return names.LAGGING if behind is not None else names.REPLICA
