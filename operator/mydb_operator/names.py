@@ -84,6 +84,9 @@ POSTGRES_PORT = 5432
 # The continuous archive (chart: scripts/wal-archive.sh): its walsender's application_name and its slot.
 ARCHIVE_APPLICATION_NAME = "mydb-archive"
 ARCHIVE_SLOT = "mydb_archive"
+# Each replica's replication slot on the primary (chart: entrypoint.sh makes its own; the operator keeps them on
+# whichever server is primary, policy/slots.py): mydb_replica_<ordinal>.
+REPLICA_SLOT_PREFIX = "mydb_replica_"
 
 
 def read_write_service(release: str) -> str:
@@ -169,6 +172,11 @@ def is_database_pod(pod_name: str, release: str) -> bool:
 
 def pod_ordinal(pod_name: str) -> int:
     return int(pod_name.rsplit("-", 1)[1])
+
+
+def replica_slot(pod_name: str) -> str:
+    """The replication slot a replica streams through: its ordinal's."""
+    return f"{REPLICA_SLOT_PREFIX}{pod_ordinal(pod_name)}"
 
 
 def credentials_secret_name(release: str) -> str:

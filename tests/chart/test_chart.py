@@ -349,12 +349,14 @@ def test_parameters_render_sorted_and_quoted(render):
     lines = [ln for ln in conf.splitlines() if ln.strip() and not ln.startswith("#")]
     assert lines == [
         "wal_log_hints = 'on'",  # the chart's own, first: pg_rewind needs it (a denied parameter)
+        "max_replication_slots = '20'",  # a slot and a walsender per replica (16 at most) and the archive's
+        "max_wal_senders = '20'",
         "log_line_prefix = 'it''s a \\\\ test'",
         "max_connections = '200'",
         "pg_stat_statements.max = '10000'",
         "wal_keep_size = '256MB'",
         "work_mem = '64MB'",
-        "max_slot_wal_keep_size = '1GB'",  # backup.maxRetainedWal: the archive's slot keeps no more
+        "max_slot_wal_keep_size = '1GB'",  # backup.maxRetainedWal: the replicas' and the archive's slots keep no more
     ]
 
 

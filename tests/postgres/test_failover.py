@@ -71,6 +71,8 @@ def test_a_live_failover_promotes_in_place_and_the_other_replica_follows_after_a
     chosen.record(chosen)
     promote(chosen)
     other_pid = other.proc.pid
+    # The operator makes the replicas' slots on the new primary before it points them there (policy/slots.py).
+    chosen.sql("SELECT pg_create_physical_replication_slot('mydb_replica_2', true)")
     conninfo = other.sql("SHOW primary_conninfo").replace("host=127.0.0.1", "host=127.0.0.2")
     other.sql("ALTER SYSTEM SET primary_conninfo = '{}'".format(conninfo.replace("'", "''")))
     other.sql("SELECT pg_reload_conf()")
@@ -173,3 +175,30 @@ def test_the_recorded_primary_never_makes_an_empty_cluster(request, machine, ren
     assert code == 1 and not served, (code, pod.logs())
     assert "refusing to make an empty one" in pod.logs(), pod.logs()
     assert list(pod.home.rglob("PG_VERSION")) == []
+
+
+def test_a_replica_paused_past_wal_keep_size_catches_up_through_its_slot(request, machine, rendered):
+    """Each replica streams through a slot of its own on the primary (entrypoint.sh makes it): a replica whose
+    server is stopped (SIGSTOP) while the primary writes and recycles far more WAL than wal_keep_size keeps
+    catches up once resumed, with every row. Without the slot it never could: the WAL it needs is gone."""
+    import os
+    import signal
+
+    primary, replica = database(request, machine, rendered, "slots", 2)
+    assert replica.sql("SHOW primary_slot_name") == "mydb_replica_1"
+    assert primary.sql("SELECT active FROM pg_replication_slots WHERE slot_name = 'mydb_replica_1'") == "t"
+    primary.sql("ALTER SYSTEM SET wal_keep_size = '16MB'")
+    primary.sql("SELECT pg_reload_conf()")
+    primary.sql("CREATE TABLE t (id int, written_on text)")
+    os.killpg(replica.proc.pid, signal.SIGSTOP)  # the pod's process group: its server and every child
+    try:
+        for batch in range(8):  # 8 x (a segment switch per 4 MB of rows, and a checkpoint): far past 16 MB
+            write(primary, batch * 20000 + 1, (batch + 1) * 20000, "paused")
+            primary.sql("SELECT pg_switch_wal(); CHECKPOINT")
+        oldest = primary.sql("SELECT min(name) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'")
+        needed = primary.sql("SELECT pg_walfile_name(restart_lsn) FROM pg_replication_slots "
+                             "WHERE slot_name = 'mydb_replica_1'")
+        assert needed >= oldest, "the slot did not keep the replica's WAL"
+    finally:
+        os.killpg(replica.proc.pid, signal.SIGCONT)
+    wait_for("the replica to catch up", lambda: rows(replica) == "paused:160000", timeout=60)

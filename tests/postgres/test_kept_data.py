@@ -92,6 +92,8 @@ def test_a_former_primary_that_cannot_be_rewound_is_kept_aside_with_its_diverged
     wait_for("the rows on the replica", lambda: rows(new) == "both:100")
     new.stop("fast")
     fork_segment = old.sql("SELECT pg_walfile_name(pg_current_wal_lsn())")
+    # The replica's slot would keep that WAL (for as long as max_slot_wal_keep_size allows): gone with it.
+    old.sql("SELECT pg_drop_replication_slot('mydb_replica_1')")
     old.sql("ALTER SYSTEM SET wal_keep_size = 0")
     old.sql("SELECT pg_reload_conf()")
     write(old, 101, 150, "old-only")

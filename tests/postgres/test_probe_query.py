@@ -18,7 +18,7 @@ def test_the_facts_query_answers_on_a_primary_and_lists_the_kept_data_beside_pgd
     other.mkdir()
     (kept / "mydb-kept.txt").write_text("reason=rewind-failed\ntimeline=3\ncheckpoint=0/6000150\ndivergedAt=\n")
     try:
-        sql = FACTS.replace("$1", "'mydb_archive'")
+        sql = FACTS.replace("$1", "'mydb_archive'").replace("$2", "'mydb_replica_'")
         query = f"select row_to_json(facts) from ({sql}) facts"
         answered = primary.machine.psql(primary.ip, query)
         assert answered.returncode == 0, answered.stderr

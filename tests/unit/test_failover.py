@@ -58,15 +58,20 @@ def pod(ordinal: int, *, ready: bool = True, role: str | None = "replica", since
                        "containerStatuses": [{"name": "postgres", "state": state}]}}
 
 
+# A primary that has every replica's slot, in use (policy/slots.py's tests make their own).
+SLOTS = tuple((f"mydb_replica_{n}", True) for n in range(5))
+
+
 def primary_facts(ordinal: int, lsn: int = 1000) -> InstanceFacts:
-    return InstanceFacts(pod=f"db-{ordinal}", in_recovery=False, timeline=1, wal_lsn=lsn)
+    return InstanceFacts(pod=f"db-{ordinal}", in_recovery=False, timeline=1, wal_lsn=lsn, replica_slots=SLOTS)
 
 
 def replica_facts(ordinal: int, received: int, replayed: int | None = None, upstream: int = 0,
                   receiver: str = "streaming") -> InstanceFacts:
     conninfo = f"host={HOST.format(upstream)} port=5432 user=replicator application_name=db-{ordinal}"
     return InstanceFacts(pod=f"db-{ordinal}", in_recovery=True, timeline=1, wal_lsn=received,
-                         replay_lsn=received if replayed is None else replayed, receiver=receiver, conninfo=conninfo)
+                         replay_lsn=received if replayed is None else replayed, receiver=receiver, conninfo=conninfo,
+                         slot_name=f"mydb_replica_{ordinal}")
 
 
 SEEN = object()  # members(): the default sighting, see there
@@ -271,8 +276,9 @@ def test_once_promoted_the_labels_and_the_record_follow():
                          record=recorded()))
     assert after.state == SERVING
     assert after.actions[0] == Label("db-1", "primary")
-    assert isinstance(after.actions[1], Repoint) and f"host={HOST.format(1)}" in after.actions[1].conninfo
-    assert after.actions[2] == RecordPrimary(PrimaryRecord("db-1", "db-0", FAILOVER, stamp(NOW), stamp(NOW), "5"))
+    repoints = [a for a in after.actions if isinstance(a, Repoint)]
+    assert len(repoints) == 1 and f"host={HOST.format(1)}" in repoints[0].conninfo
+    assert after.actions[-1] == RecordPrimary(PrimaryRecord("db-1", "db-0", FAILOVER, stamp(NOW), stamp(NOW), "5"))
 
 
 # ---------------------------------------------------------------- planned moves
@@ -721,3 +727,35 @@ def test_a_replica_behind_is_labelled_lagging_out_of_the_read_only_service_and_b
     # Ready waits for the read-only Service to route to the replicas that are not lagging only.
     assert routing_gap("db", "db-0", lagging, {"db": ("db-0",), "db-ro": ("db-2",)}) is None
     assert routing_gap("db", "db-0", lagging, {"db": ("db-0",), "db-ro": ("db-1", "db-2")}) is not None
+
+
+# ---------------------------------------------------------------- replication slots
+
+
+def test_the_primary_keeps_a_slot_per_replica_and_each_replica_streams_through_its_own():
+    """A slot keeps on the primary the WAL a paused or cut-off replica still needs (wal_keep_size alone lets it
+    go). After a failover the new primary has none: they are made there before the replicas are pointed at it;
+    a slot of a pod scaled away is dropped when idle; a replica not streaming through its own is told to."""
+    from mydb_operator.policy.actions import CreateSlot, DropSlot, UseSlot
+    from mydb_operator.policy.slots import slot_actions
+
+    def replica(ordinal: int, slot: str = "") -> InstanceFacts:
+        return dataclasses.replace(replica_facts(ordinal, 1000), slot_name=slot or f"mydb_replica_{ordinal}")
+
+    pods = [pod(0, role="primary"), pod(1), pod(2)]
+    kept = dataclasses.replace(primary_facts(0), replica_slots=(("mydb_replica_1", True), ("mydb_replica_2", True)))
+    bare = dataclasses.replace(primary_facts(0), replica_slots=())
+    assert slot_actions(members(pods, [kept, replica(1), replica(2)])) == []
+    new_primary = bare
+    assert slot_actions(members(pods, [new_primary, replica(1), replica(2)])) == [
+        CreateSlot("db-0", "mydb_replica_1"), CreateSlot("db-0", "mydb_replica_2")]
+    scaled = dataclasses.replace(bare, replica_slots=(
+        ("mydb_replica_1", True), ("mydb_replica_3", False), ("mydb_replica_4", True)))
+    assert slot_actions(members(pods[:2], [scaled, replica(1)])) == [DropSlot("db-0", "mydb_replica_3")]
+    assert slot_actions(members(pods[:2], [kept, dataclasses.replace(replica(1), slot_name="")])) == [
+        UseSlot("db-1", "mydb_replica_1")]  # db-2's slot is in use: not dropped under a streaming replica
+    # In the steady plan, before any repoint.
+    steady = plan(members(pods, [new_primary, replica(1), dataclasses.replace(
+        replica_facts(2, 1000, upstream=1), slot_name="mydb_replica_2")]))
+    kinds = [type(a).__name__ for a in steady.actions]
+    assert kinds.index("CreateSlot") < kinds.index("Repoint")

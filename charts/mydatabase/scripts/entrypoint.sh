@@ -226,14 +226,28 @@ if [ "$ROLE" = replica ]; then
 elif [ -f "$PGDATA/standby.signal" ]; then
   echo "entrypoint: $PGDATA is still a standby: it serves read-only, following nobody, until the operator promotes it"
 fi
+slot=""
 if [ "$ROLE" = replica ]; then
-  # The archive's slot stays on the server that was primary (a switchover, a failover's former primary):
-  # on a replica nothing reads it, and it would keep that replica's WAL until its disk fills.
-  rm -rf "$PGDATA/pg_replslot/${ARCHIVE_SLOT:-mydb_archive}"
+  # The slots stay on the server that was primary (a switchover, a failover's former primary): on a replica
+  # nothing reads them, and they would keep its WAL until its disk fills.
+  rm -rf "$PGDATA/pg_replslot/${ARCHIVE_SLOT:-mydb_archive}" "$PGDATA"/pg_replslot/mydb_replica_*
+  # This replica's own slot on the primary keeps the WAL it has not received yet, however long it is paused or
+  # cut off (max_slot_wal_keep_size bounds it); the operator keeps it there after a failover too. A primary
+  # that does not answer now: the replica streams without one until the operator makes it.
+  slot="mydb_replica_${POD_NAME##*-}"
+  if ! PGPASSFILE="$REPLICATION_PASSFILE" pg_receivewal --create-slot --if-not-exists --slot="$slot" --no-password \
+      -d "host=$PRIMARY_HOST port=${PRIMARY_PORT:-$PGPORT} user=$REPLICATION_USER connect_timeout=5 $PEER_SSL" \
+      > /dev/null 2>&1; then
+    echo "entrypoint: could not make replication slot $slot on $PRIMARY_HOST now: streaming without it"
+    slot=""
+  fi
 fi
 sed -i -e '/^primary_conninfo/d' -e '/^primary_slot_name/d' "$PGDATA/postgresql.auto.conf" 2>/dev/null || true
 if [ -n "$conninfo" ]; then
   printf "primary_conninfo = '%s'\n" "$conninfo" >> "$PGDATA/postgresql.auto.conf"
+fi
+if [ -n "$slot" ]; then
+  printf "primary_slot_name = '%s'\n" "$slot" >> "$PGDATA/postgresql.auto.conf"
 fi
 
 # Chart-managed parameters are copied in on every start, so a changed ConfigMap

@@ -13,8 +13,8 @@
 #   PRIMARY_WAIT_SECONDS  how long to wait for the primary (default 600)
 #   PEER_SSL              conninfo keywords for TLS to the primary (entrypoint.sh), or empty
 #
-# No replication slot: a slot lives on one primary, and a failover or a
-# switchover moves the primary; wal_keep_size keeps the WAL a replica needs.
+# The clone streams its WAL without a slot (-X stream makes a temporary one);
+# the replica's own slot is entrypoint.sh's and the operator's.
 set -eu
 
 : "${PGDATA:?PGDATA is required}"

@@ -28,6 +28,32 @@ async def repoint(server: Server, login: Login, conninfo: str) -> None:
         await connection.execute("select pg_reload_conf()")
 
 
+async def create_slot(server: Server, login: Login, slot: str) -> None:
+    """A physical replication slot reserving WAL from now; nothing when it exists (a replica's start made it)."""
+    async with session(server, login) as connection:
+        await connection.execute(
+            "select pg_create_physical_replication_slot($1, true)"
+            " where not exists (select 1 from pg_replication_slots where slot_name = $1)",
+            slot,
+        )
+
+
+async def drop_slot(server: Server, login: Login, slot: str) -> None:
+    """Drop the slot unless a replica streams through it now."""
+    async with session(server, login) as connection:
+        await connection.execute(
+            "select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1 and not active",
+            slot,
+        )
+
+
+async def use_slot(server: Server, login: Login, slot: str) -> None:
+    """ALTER SYSTEM SET primary_slot_name and a reload: the WAL receiver reconnects through it (PostgreSQL 13+)."""
+    async with session(server, login) as connection:
+        await connection.execute(f"alter system set primary_slot_name = '{slot}'")
+        await connection.execute("select pg_reload_conf()")
+
+
 async def reload(server: Server, login: Login) -> bool:
     """pg_reload_conf(): the server reads its certificate files (and its configuration) again."""
     async with session(server, login) as connection:

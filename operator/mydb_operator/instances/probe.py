@@ -42,14 +42,17 @@ select pg_is_in_recovery() as in_recovery,
       'info', pg_read_file(v.parent || '/' || d || '/mydb-kept.txt', 0, 4096, true)) order by d), '[]')
    from (select regexp_replace(current_setting('data_directory'), '/[^/]*$', '') as parent) v,
         pg_ls_dir(v.parent, true, false) d
-   where d like 'diverged-%') as kept
+   where d like 'diverged-%') as kept,
+  (select coalesce(json_agg(json_build_array(slot_name, active) order by slot_name), '[]')
+   from pg_replication_slots where slot_type = 'physical' and starts_with(slot_name::text, $2)) as replica_slots,
+  current_setting('primary_slot_name') as slot_name
 """
 
 
 async def probe(server: Server, login: Login, connect_seconds: float = CONNECT_SECONDS) -> Probe:
     try:
         async with session(server, login, connect_seconds=connect_seconds) as connection:
-            row = await connection.fetchrow(FACTS, names.ARCHIVE_SLOT)
+            row = await connection.fetchrow(FACTS, names.ARCHIVE_SLOT, names.REPLICA_SLOT_PREFIX)
     except FAILURES as error:
         return Unreachable(server.pod, failure_text(error))
     assert row is not None
@@ -71,6 +74,8 @@ async def probe(server: Server, login: Login, connect_seconds: float = CONNECT_S
         certificate=row["certificate"],
         reload_due=row["reload_due"],
         kept=tuple(KeptData(k["dir"], kept_facts(k["info"])) for k in json.loads(row["kept"])),
+        replica_slots=tuple((name, bool(active)) for name, active in json.loads(row["replica_slots"])),
+        slot_name=row["slot_name"] or "",
     )
 
 

@@ -56,6 +56,8 @@ class InstanceFacts:
     certificate: str | None = None
     reload_due: bool = False
     kept: tuple[KeptData, ...] = ()  # data kept aside on its volume, oldest first
+    replica_slots: tuple[tuple[str, bool], ...] = ()  # a primary's replicas' slots (policy/slots.py), and in use
+    slot_name: str = ""  # a standby's primary_slot_name
 
     @property
     def upstream(self) -> str | None:

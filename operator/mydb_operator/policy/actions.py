@@ -55,6 +55,30 @@ class Repoint:
 
 
 @dataclass(frozen=True)
+class CreateSlot:
+    """On the primary POD: a physical replication slot for a replica, reserving WAL from now."""
+
+    pod: str
+    slot: str
+
+
+@dataclass(frozen=True)
+class DropSlot:
+    """On the primary POD: a replica slot no pod streams through (scaled away), unless it is in use."""
+
+    pod: str
+    slot: str
+
+
+@dataclass(frozen=True)
+class UseSlot:
+    """On the replica POD: ALTER SYSTEM SET primary_slot_name and a reload."""
+
+    pod: str
+    slot: str
+
+
+@dataclass(frozen=True)
 class Restart:
     """Delete the pod (this uid only) so the StatefulSet makes it again from its current template."""
 
@@ -62,7 +86,7 @@ class Restart:
     uid: str
 
 
-Action = RecordPrimary | Label | Fence | Promote | Repoint | Restart
+Action = RecordPrimary | Label | Fence | Promote | Repoint | Restart | CreateSlot | DropSlot | UseSlot
 
 
 @dataclass(frozen=True)

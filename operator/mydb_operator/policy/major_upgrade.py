@@ -6,15 +6,24 @@ CloudNativePG 1.26 does. The phases:
 
   Waiting    until every pod is ready and every replica has replayed all of
              the primary's WAL (its copy is cloned again afterwards)
+  Refused    what can be known before a pod stops says no (no image for the
+             major, too little room, a Job that cannot be built): the old major
+             serves on, and every pass looks again
   Stopping   every pod stops (0 replicas at the old version): the primary
              shuts down cleanly
   Upgrading  the Job runs; nothing else starts meanwhile
   Starting   the new major's pods: the primary on its upgraded data, the
              replicas cloned from it (entrypoint.sh); then ANALYZE
   Succeeded  done
-  Failed     the check or pg_upgrade refused, or the Job failed: the data is
-             untouched and the pods run the old major again; the retry
-             annotation tries once more
+  Failed     the check or pg_upgrade refused, the Job failed or could not be
+             made: the pods run the old major again; the retry annotation or
+             another spec.version tries once more
+
+A newer spec.version wins: until the Job is made (Waiting, Refused, Stopping)
+the attempt is dropped and the spec starts over (the old major back up, or the
+new target's own checks). A Job that was made may be half way through
+pg_upgrade --link, which cannot be stopped safely: its outcome comes first,
+and the spec is obeyed right after it.
 
 Each phase's facts are in the observation or the status, so an operator
 restarted in the middle goes on where it stood."""
@@ -25,21 +34,18 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .. import names
-from ..model.instances import InstanceFacts, Probe
+from ..model.instances import InstanceFacts
 from ..model.spec import DatabaseSpec
 from ..model.versions import major
+from .upgrade_facts import FAILED as FAILED  # re-exported: every phase is named here
+from .upgrade_facts import SUCCEEDED as SUCCEEDED
+from .upgrade_facts import Facts, job_active, job_outcome, not_ready, too_little_room
 
-WAITING, STOPPING, UPGRADING, STARTING, SUCCEEDED, FAILED = (
-    "Waiting",
-    "Stopping",
-    "Upgrading",
-    "Starting",
-    "Succeeded",
-    "Failed",
-)
-UNDER_WAY = (STOPPING, UPGRADING)  # the pods are down: a change of spec waits for the outcome
+WAITING, REFUSED, STOPPING, UPGRADING, STARTING = "Waiting", "Refused", "Stopping", "Upgrading", "Starting"
+UNDER_WAY = (STOPPING, UPGRADING)  # the pods are down for it
+NOT_STARTED = (WAITING, REFUSED)  # no pod stopped for it yet
+STARTED = "MajorUpgradeStarted"
 
-Object = dict[str, Any]
 Event = tuple[str, str, str]
 
 
@@ -90,23 +96,9 @@ class UpgradeStep:
     state: UpgradeState | None  # status.upgrade after this pass
     hold: tuple[str, int] | None = None  # (version, replicas) Helm applies instead of the spec's
     start_job: bool = False
+    check_job: bool = False  # every pod is about to stop: build the Job first, refuse_stop() if it cannot be
     analyze: bool = False
-    event: Event | None = None
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What the step reads besides the spec and the last state."""
-
-    running: str | None  # the version the StatefulSet runs (its image's tag)
-    primary: str  # the recorded primary pod
-    pods: tuple[Object, ...]  # the database's pods
-    probes: dict[str, Probe]
-    job: Object | None  # the upgrade Job named in the state, if it exists
-    job_failure: str  # why the Job failed (its pod's last words), when it did
-    retry: str  # the retry annotation's value ("" when absent)
-    now: str
-    release: str = ""
+    events: tuple[Event, ...] = ()
 
 
 def upgraded_now(previous: dict[str, Any], state: UpgradeState | None) -> bool:
@@ -115,51 +107,30 @@ def upgraded_now(previous: dict[str, Any], state: UpgradeState | None) -> bool:
     return state is not None and state.phase == SUCCEEDED and (known is None or known.phase != SUCCEEDED)
 
 
-def not_ready(spec: DatabaseSpec, facts: Facts) -> str | None:
-    """Why the upgrade cannot stop the database yet, or None."""
-    ready = [p for p in facts.pods if _ready(p)]
-    if spec.hibernate or len(ready) < spec.replicas:
-        return f"waiting for every pod to be ready ({len(ready)}/{0 if spec.hibernate else spec.replicas})"
-    primary = facts.probes.get(facts.primary)
-    if not isinstance(primary, InstanceFacts) or primary.in_recovery:
-        return f"waiting for the primary {facts.primary} to answer"
-    for pod in sorted(p["metadata"]["name"] for p in ready if p["metadata"]["name"] != facts.primary):
-        replica = facts.probes.get(pod)
-        if not isinstance(replica, InstanceFacts) or (replica.replay_lsn or 0) < primary.wal_lsn:
-            return f"waiting for the replica {pod} to replay all of the primary's WAL"
-    return None
-
-
-def _ready(pod: Object) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return not pod["metadata"].get("deletionTimestamp") and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
-    )
-
-
-def job_outcome(job: Object | None) -> str | None:
-    """Succeeded, Failed, or None while it runs (or does not exist)."""
-    status = (job or {}).get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("type") in ("Complete", "SuccessCriteriaMet") and condition.get("status") == "True":
-            return SUCCEEDED
-        if condition.get("type") in ("Failed", "FailureTarget") and condition.get("status") == "True":
-            return FAILED
-    return SUCCEEDED if status.get("succeeded") else None
-
-
 def next_step(spec: DatabaseSpec, known: UpgradeState | None, facts: Facts) -> UpgradeStep:
-    """The upgrade's next step: start it, go on with it, or nothing to do."""
-    if known is not None and known.phase in UNDER_WAY:
-        return under_way(spec, known, facts)
+    """The upgrade's next step: start it, go on with it, drop it for a newer spec, or nothing to do."""
+    if known is not None and known.phase == UPGRADING:
+        return upgrading(spec, known, facts)
     if known is not None and known.phase == STARTING:
-        return starting(known, facts)
-    running = facts.running
-    asked = running is not None and spec.major > major(running)
-    if known is not None and known.phase == FAILED and asked and facts.retry in ("", known.retry):
-        return UpgradeStep(known, hold=(known.from_version, spec.replicas))  # until the retry annotation
-    if not asked or running is None:
-        return UpgradeStep(known)
+        return starting(spec, known, facts)
+    if known is not None and known.phase == STOPPING:
+        return stopping(known, facts) if spec.version == known.to_version else abandoned(spec, known, facts)
+    return request(spec, known, facts)
+
+
+def request(spec: DatabaseSpec, known: UpgradeState | None, facts: Facts) -> UpgradeStep:
+    """While the old major's pods run: nothing asked, a failed attempt held, a refusal, a wait, or the stop."""
+    before = known is not None and known.phase in (*NOT_STARTED, FAILED)
+    running = facts.running or (known.from_version if known is not None and before else None)
+    if running is None or spec.major <= major(running):
+        # Not (or no longer) asked: an attempt that stopped nothing is dropped, an ended one stays told.
+        return UpgradeStep(None if known is not None and known.phase in NOT_STARTED else known)
+    held = known is not None and known.phase == FAILED and spec.version == known.to_version
+    if known is not None and held and facts.retry in ("", known.retry):  # until the retry, or another version
+        return UpgradeStep(known, hold=(known.from_version, spec.replicas))
+    why = facts.unrunnable or too_little_room(facts)
+    if why:
+        return refuse(spec, running, why)
     why = not_ready(spec, facts)
     if why is not None:
         waiting = UpgradeState(running, spec.version, WAITING, message=why, retry=facts.retry)
@@ -168,45 +139,92 @@ def next_step(spec: DatabaseSpec, known: UpgradeState | None, facts: Facts) -> U
     stopping = UpgradeState(
         running, spec.version, STOPPING, facts.now, facts.primary, message=message, retry=facts.retry
     )
-    return UpgradeStep(stopping, hold=(running, 0), event=("Normal", "MajorUpgradeStarted", message))
+    return UpgradeStep(stopping, hold=(running, 0), check_job=True, events=(("Normal", STARTED, message),))
 
 
-def under_way(spec: DatabaseSpec, known: UpgradeState, facts: Facts) -> UpgradeStep:
-    """Stopping, then the Job: the pods stay down at the old version until it has an outcome."""
+def refuse(spec: DatabaseSpec, running: str, why: str) -> UpgradeStep:
+    """Refused with every pod serving: the old major at the spec's replicas; status tells it as a problem."""
+    message = (
+        f"PostgreSQL {running} to {spec.version} refused before any pod stopped: {why}; PostgreSQL {running} serves on"
+    )
+    return UpgradeStep(UpgradeState(running, spec.version, REFUSED, message=message), hold=(running, spec.replicas))
+
+
+def refuse_stop(step: UpgradeStep, spec: DatabaseSpec, why: str) -> UpgradeStep:
+    """STEP was to stop every pod, but its Job cannot be built (WHY): refused instead, nothing stopped."""
+    running = step.state.from_version if step.state is not None else spec.version
+    return replace(refuse(spec, running, why), events=tuple(e for e in step.events if e[1] != STARTED))
+
+
+def stopping(known: UpgradeState, facts: Facts) -> UpgradeStep:
+    """The pods stop at the old version; once none is left, the Job."""
     down = (known.from_version, 0)
-    if known.phase == STOPPING:
-        if facts.pods:
-            return UpgradeStep(known, hold=down)
-        job = names.major_upgrade_job(facts.release, known.started_at)
-        upgrading = replace(known, phase=UPGRADING, message=upgrading_message(known), job=job)
-        return UpgradeStep(upgrading, hold=down, start_job=True)
+    if facts.pods:
+        return UpgradeStep(known, hold=down)
+    job = names.major_upgrade_job(facts.release, known.started_at)
+    upgrading = replace(known, phase=UPGRADING, message=upgrading_message(known), job=job)
+    return UpgradeStep(upgrading, hold=down, start_job=True)
+
+
+def abandoned(spec: DatabaseSpec, known: UpgradeState, facts: Facts) -> UpgradeStep:
+    """spec.version changed while the pods stop, before the Job was made: the attempt is dropped and the spec
+    starts over from the old major (its pods come back, or the new target's own checks run)."""
+    told = (
+        f"PostgreSQL {known.from_version} to {known.to_version} abandoned before pg_upgrade ran: "
+        f"spec.version is {spec.version} now; the data is untouched"
+    )
+    fresh = request(spec, None, replace(facts, running=known.from_version))
+    return replace(fresh, events=(("Normal", "MajorUpgradeAbandoned", told), *fresh.events))
+
+
+def upgrading(spec: DatabaseSpec, known: UpgradeState, facts: Facts) -> UpgradeStep:
+    """The Job was made: its outcome comes first, whatever the spec says now (pg_upgrade --link cannot be
+    stopped half way); the pods stay down at the old version until then."""
+    down = (known.from_version, 0)
     outcome = job_outcome(facts.job)
     if outcome is None:  # the Job runs (the message again: a failed start may have told why it waited), or is made
         running = replace(known, message=upgrading_message(known)) if facts.job is not None else known
         return UpgradeStep(running, hold=down, start_job=facts.job is None)
+    if outcome == FAILED and job_active(facts.job):
+        return UpgradeStep(replace(known, message=f"the Job {known.job} failed; waiting for its pod to end"), hold=down)
     if outcome == FAILED:
-        why = facts.job_failure or f"the Job {known.job} failed"
-        failed = replace(known, phase=FAILED, message=why, finished_at=facts.now)
-        return UpgradeStep(
-            failed,
-            hold=(known.from_version, spec.replicas),
-            event=("Warning", "MajorUpgradeFailed", f"PostgreSQL {known.from_version} to {known.to_version}: {why}"),
-        )
+        return failed(spec, known, facts, facts.job_failure or f"the Job {known.job} failed")
     message = f"starting PostgreSQL {known.to_version} on the upgraded data; the replicas are cloned from it"
-    return UpgradeStep(replace(known, phase=STARTING, message=message))
+    return UpgradeStep(replace(known, phase=STARTING, message=message), hold=new_major_hold(spec, known))
+
+
+def failed(spec: DatabaseSpec, known: UpgradeState, facts: Facts, why: str) -> UpgradeStep:
+    """The attempt ended without an upgrade: the old major's pods start again at the spec's count; one Warning."""
+    message = f"{why}; the pods start again on PostgreSQL {known.from_version}"
+    done = replace(known, phase=FAILED, message=message, finished_at=facts.now)
+    event = ("Warning", "MajorUpgradeFailed", f"PostgreSQL {known.from_version} to {known.to_version}: {message}")
+    return UpgradeStep(done, hold=(known.from_version, spec.replicas), events=(event,))
+
+
+def not_made(spec: DatabaseSpec, known: UpgradeState, facts: Facts, why: str) -> UpgradeStep:
+    """The pods are down but the Job cannot be made (WHY: it cannot be built, or the API refuses it): failed,
+    rather than the pods left at 0 for a Job that will never run."""
+    return failed(spec, replace(known, job=""), facts, f"the upgrade Job could not be made: {why}")
 
 
 def upgrading_message(known: UpgradeState) -> str:
     return f"pg_upgrade of {known.primary}'s data from PostgreSQL {known.from_version} to {known.to_version}"
 
 
-def starting(known: UpgradeState, facts: Facts) -> UpgradeStep:
+def new_major_hold(spec: DatabaseSpec, known: UpgradeState) -> tuple[str, int] | None:
+    """The data is of the new major now: it runs, whatever major the spec asked for since (a later one
+    upgrades next; an earlier one is refused, policy/version_change.py)."""
+    return None if spec.major == major(known.to_version) else (known.to_version, spec.replicas)
+
+
+def starting(spec: DatabaseSpec, known: UpgradeState, facts: Facts) -> UpgradeStep:
     """The new major's primary serves: ANALYZE (pg_upgrade keeps no statistics), then done."""
+    hold = new_major_hold(spec, known)
     primary = facts.probes.get(known.primary)
     if not isinstance(primary, InstanceFacts) or primary.in_recovery or not primary.version:
-        return UpgradeStep(known)
+        return UpgradeStep(known, hold=hold)
     if major(primary.version) != major(known.to_version):
-        return UpgradeStep(known)
+        return UpgradeStep(known, hold=hold)
     message = f"upgraded from PostgreSQL {known.from_version} to {primary.version}; statistics gathered (ANALYZE)"
     done = replace(known, phase=SUCCEEDED, message=message, finished_at=facts.now)
-    return UpgradeStep(done, analyze=True, event=("Normal", "MajorUpgradeSucceeded", message))
+    return UpgradeStep(done, hold=hold, analyze=True, events=(("Normal", "MajorUpgradeSucceeded", message),))

@@ -63,6 +63,10 @@ class Members:
 
 # ---------------------------------------------------------------- facts of one pod
 
+# A fenced pod still there this long after its grace period: its node no longer answers (the kubelet
+# cannot confirm the kill). The promotion goes ahead: the pod is out of both Services already.
+FENCE_TIMEOUT_SECONDS = 15.0
+
 
 def made_after(pod: Object, moment: str) -> bool:
     """The pod was created after MOMENT (both to the second: the same second counts as before)."""
@@ -171,3 +175,13 @@ def why_not_serving(pod: Object | None, name: str) -> str:
     if deleting(pod):
         return f"{name} is being deleted"
     return f"{name} is not ready"
+
+
+def stopped(pod: Object, now: datetime) -> bool:
+    """A fenced pod no longer runs its server: its postgres container has terminated (the kubelet says so
+    before the pod object goes), or its node does not answer FENCE_TIMEOUT_SECONDS past its grace period."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") == names.POSTGRES_CONTAINER and (container.get("state") or {}).get("terminated"):
+            return True
+    deadline = parse_time(pod["metadata"].get("deletionTimestamp"))
+    return deadline is not None and (now - deadline).total_seconds() > FENCE_TIMEOUT_SECONDS

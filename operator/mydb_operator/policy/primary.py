@@ -20,7 +20,6 @@ failover cut short goes on where it stood. The sequence, as CloudNativePG's:
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
 
 from .. import names
 from ..model.instances import InstanceFacts, with_value
@@ -49,7 +48,6 @@ from .lost_record import rebuilt_record
 from .maintenance import restart_in_place, switchover_short
 from .members import (
     Members,
-    Object,
     answers_as_primary,
     deleting,
     made_after,
@@ -57,16 +55,15 @@ from .members import (
     recovering_in_place,
     serving,
     starting_since,
+    stopped,
     uid_of,
     unavailable_since,
     why_not_serving,
 )
+from .slots import slot_actions
 
 # A failing primary is hung or gone: its pod gets this long to stop before it is killed.
 FAILOVER_GRACE_SECONDS = 1
-# A fenced pod still there this long after its grace period: its node no longer answers (the kubelet
-# cannot confirm the kill). The promotion goes ahead: the pod is out of both Services already.
-FENCE_TIMEOUT_SECONDS = 15.0
 RECHECK_SECONDS = 1.0  # while waiting for a fenced pod to go: its deletion also wakes the database
 # A primary whose pod is coming up again by itself gets this long to serve before a failover is decided.
 STARTUP_GRACE_SECONDS = 30.0
@@ -75,16 +72,6 @@ CRASH_RECOVERY_GRACE_SECONDS = 60.0
 # A primary the operator restarts in place gets this long to come back (its pod's grace period, 120 s, and a
 # start) before its absence counts as a failure.
 RESTART_GRACE_SECONDS = 150.0
-
-
-def stopped(pod: Object, now: datetime) -> bool:
-    """A fenced pod no longer runs its server: its postgres container has terminated (the kubelet says so
-    before the pod object goes), or its node does not answer FENCE_TIMEOUT_SECONDS past its grace period."""
-    for container in (pod.get("status") or {}).get("containerStatuses") or []:
-        if container.get("name") == names.POSTGRES_CONTAINER and (container.get("state") or {}).get("terminated"):
-            return True
-    deadline = parse_time(pod["metadata"].get("deletionTimestamp"))
-    return deadline is not None and (now - deadline).total_seconds() > FENCE_TIMEOUT_SECONDS
 
 
 def plan(members: Members) -> Plan:
@@ -126,7 +113,8 @@ def steady(members: Members) -> Plan:
             actions.append(Label(name, role))
         if facts is not None and facts.upstream is not None and facts.upstream != host:
             repoints.append(Repoint(name, with_value(facts.conninfo, "host", host)))
-    actions += repoints
+    # The slots first: a replica pointed at a new primary streams through its slot there.
+    actions += slot_actions(members) + repoints
     record, facts = members.record, members.facts(target)
     if record is not None and not record.promoted_at and facts is not None:
         actions.append(RecordPrimary(dataclasses.replace(record, promoted_at=rfc3339(members.now))))

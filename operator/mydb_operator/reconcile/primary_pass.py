@@ -20,7 +20,20 @@ from ..model.record import FAILOVER, REBUILT, SWITCHOVER, PrimaryRecord, recorde
 from ..model.sighting import Sighting, latest, sighting_of
 from ..model.spec import FAILOVER_DELAY_SECONDS, MAX_LAG_ON_FAILOVER, DatabaseSpec, lag_limit
 from ..model.timestamps import parse_time, rfc3339
-from ..policy.actions import STARTING, Action, Fence, Label, Plan, Promote, RecordPrimary, Repoint, Restart
+from ..policy.actions import (
+    STARTING,
+    Action,
+    CreateSlot,
+    DropSlot,
+    Fence,
+    Label,
+    Plan,
+    Promote,
+    RecordPrimary,
+    Repoint,
+    Restart,
+    UseSlot,
+)
 from ..policy.members import HaSettings, Members
 from ..status.warnings import Event
 from ..telemetry import metrics
@@ -91,6 +104,12 @@ class Pass:
             return await self.servers.command(
                 self.pods, action.pod, "point it at the primary", commands.repoint, action.conninfo
             )
+        elif isinstance(action, CreateSlot):
+            return await self.servers.command(self.pods, action.pod, "make a slot", commands.create_slot, action.slot)
+        elif isinstance(action, DropSlot):
+            return await self.servers.command(self.pods, action.pod, "drop a slot", commands.drop_slot, action.slot)
+        elif isinstance(action, UseSlot):
+            return await self.servers.command(self.pods, action.pod, "use its slot", commands.use_slot, action.slot)
         return True
 
     async def record(self, record: PrimaryRecord) -> None:
