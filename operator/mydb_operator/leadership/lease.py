@@ -25,6 +25,11 @@ from .conflicts import LeaseView, ScopeConflict, conflict_message, conflicting_l
 from .scopes import ALL_NAMESPACES
 
 Lease = dict[str, Any]  # a coordination.k8s.io/v1 Lease, as the API's JSON
+# A leader that could not renew its Lease for this part of its duration stops acting (the process exits): a
+# standby takes the Lease only once the whole duration has passed since the last renewal, so the two never act
+# at once; the last third covers a renewal in flight and the exit.
+LEAD_FRACTION = 2 / 3
+RETRY_SECONDS = 1.0  # a failed renewal is tried again this soon, not a third of the duration later
 
 log = logging.getLogger(__name__)
 
@@ -197,20 +202,26 @@ class LeaderLease:
             )
 
     def keep(self, on_lost: Callable[[], None]) -> threading.Thread:
-        """Renew in the background; call on_lost when the Lease could not be renewed within its duration."""
+        """Renew in the background (every third of the duration; a failed attempt again after a second); call
+        on_lost once the Lease went unrenewed for LEAD_FRACTION of its duration, before a standby may take it."""
 
         def renew() -> None:
-            last = time.monotonic()
+            deadline = time.monotonic() + self.duration * LEAD_FRACTION
+            next_try = time.monotonic() + self.duration / 3
             while True:
-                time.sleep(self.duration / 3)
-                started = time.monotonic()  # the API server's renewTime is later than this
-                with self._renewing:
-                    if self._released:
-                        return
-                    renewed = self._attempt()
-                if renewed:
-                    last = started
-                elif time.monotonic() - last >= self.duration:
+                time.sleep(max(0.0, min(next_try, deadline) - time.monotonic()))
+                if time.monotonic() < deadline:
+                    started = time.monotonic()  # the renewTime written is later than this
+                    with self._renewing:
+                        if self._released:
+                            return
+                        renewed = self._attempt()
+                    if renewed:
+                        deadline = started + self.duration * LEAD_FRACTION
+                        next_try = started + self.duration / 3
+                    else:
+                        next_try = time.monotonic() + RETRY_SECONDS
+                if time.monotonic() >= deadline:
                     log.error("lost the Lease %s/%s: stopping so a standby can lead", self.namespace, self.name)
                     on_lost()
                     return
