@@ -134,8 +134,9 @@ def test_a_moment_before_the_first_base_backup_is_refused_with_the_window(reques
 
 
 def test_retention_keeps_the_newest_base_backup_and_exactly_the_wal_it_needs(request, machine, source):
-    """Of two base backups, the one outside the retention goes, and every segment before the kept one's first;
-    a recovery from what is left still reaches the archive's end."""
+    """Of two base backups, the newest one older than the retention stays (the window's first moments recover
+    from it); an older one goes, and every segment before the kept one's first; a recovery from what is left
+    still reaches the archive's end."""
     first = source.base_backups()[0]
     source.pod.sql("INSERT INTO t (kind) SELECT 'old' FROM generate_series(1, 10)")
     for _ in range(2):
@@ -152,7 +153,14 @@ def test_retention_keeps_the_newest_base_backup_and_exactly_the_wal_it_needs(req
     assert older, "no segment before the second base backup: nothing for retention to remove"
 
     first_epoch = int(datetime.strptime(first, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp())
+    second_epoch = int(datetime.strptime(second, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp())
+    # The window's start lies between the two: the first is the newest before it, and a recovery to the
+    # window's first moments starts from it: it stays.
     result = source.job.script("prune.sh", BACKUP_RETENTION="1h", NOW=str(first_epoch + 3600 + 1))
+    assert result.returncode == 0, result.stderr
+    assert source.base_backups() == [first, second]
+    # Both older than the window: the newer of them covers its start, the first goes.
+    result = source.job.script("prune.sh", BACKUP_RETENTION="1h", NOW=str(second_epoch + 3600 + 1))
     assert result.returncode == 0, result.stderr
     assert source.base_backups() == [second]
     segments = sorted(p.name[8:24] for p in source.archive.wal.iterdir() if len(p.name.split(".")[0]) == 24)

@@ -104,3 +104,13 @@ def test_a_retention_longer_than_the_calendar_keeps_every_base_backup():
     from mydb_operator.policy.archive import base_backups
     known = ["2001-01-01T00:00:00Z", "2026-12-02T02:00:00Z"]
     assert base_backups(known, None, None, "9999999w", NOW) == known
+
+
+def test_the_newest_base_backup_older_than_the_retention_is_kept_the_window_reaches_back_all_of_it():
+    """Every backup tool keeps the newest base backup from before the retention's start: a recovery to a moment
+    early in the window starts from it. Only those older than it go (prune.sh does the same)."""
+    from mydb_operator.policy.archive import base_backups
+    since, now = "2026-11-01T00:00:00Z", datetime(2026, 12, 10, 12, 0, tzinfo=UTC)
+    known = ["2026-12-01T02:00:00Z", "2026-12-02T02:00:00Z", "2026-12-04T02:00:00Z", "2026-12-09T02:00:00Z"]
+    kept = base_backups(known, None, since, "7d", now)  # the window starts on 2026-12-03T12:00
+    assert kept == ["2026-12-02T02:00:00Z", "2026-12-04T02:00:00Z", "2026-12-09T02:00:00Z"]

@@ -3,7 +3,9 @@
 # BACKUP_RETENTION (<n>h, <n>d or <n>w), then the archived WAL that no base
 # backup left needs: everything before the oldest one's first segment. The
 # newest dump and the newest base backup are always kept, however old, so a
-# failing backup job can never prune the last good backup away. Age comes from
+# failing backup job can never prune the last good backup away; so is the
+# newest base backup older than the retention, which any moment of the
+# retention's first hours recovers from. Age comes from
 # the UTC timestamp in the name, not mtime, which copies and restores change.
 #
 #   BACKUP_DIR, BACKUP_RETENTION
@@ -64,13 +66,20 @@ for name in $dumps; do
   fi
 done
 
-# Base backups (base-backup.sh): the same rule; hidden .partial ones never match.
+# Base backups (base-backup.sh): the same rule, but the newest one taken before the cutoff stays too: a
+# recovery to a moment early in the window starts from it (the window reaches back the whole retention).
+# Hidden .partial ones never match.
 base="$BACKUP_DIR/base"
 [ -d "$base" ] || exit 0
 backups="$(ls "$base" | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort || true)"
 newest="$(printf '%s\n' "$backups" | tail -n 1)"
+anchor=""
+for name in $backups; do
+  if [ "$(epoch "$name")" -lt "$cutoff" ]; then anchor="$name"; fi
+done
 for name in $backups; do
   [ "$name" = "$newest" ] && continue
+  [ "$name" = "$anchor" ] && continue
   if [ "$(epoch "$name")" -lt "$cutoff" ]; then
     rm -rf "${base:?}/$name"
     echo "prune: removed base backup $name"

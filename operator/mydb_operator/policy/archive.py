@@ -84,12 +84,15 @@ def base_backups(
 
     Every backup Job that succeeds since the archive exists takes a base backup first (scripts/backup
     CronJob), so its success time is one. Retention as prune.sh applies it: older than the retention
-    goes, the newest stays."""
+    goes, but the newest stays, and so does the newest one older than the retention (a recovery to the
+    window's first moments starts from it)."""
     times = sorted(set(known))
     if last_success and since and last_success >= since and (not times or last_success > times[-1]):
         times.append(last_success)
     cutoff = keep_after(retention, now)
-    return [t for t in times[:-1] if (parse_time(t) or now) >= cutoff] + times[-1:]
+    before = [t for t in times if (parse_time(t) or now) < cutoff]
+    anchor = before[-1] if before else None
+    return [t for t in times[:-1] if t == anchor or (parse_time(t) or now) >= cutoff] + times[-1:]
 
 
 def keep_after(retention: str, now: datetime) -> datetime:
