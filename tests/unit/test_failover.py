@@ -759,3 +759,27 @@ def test_the_primary_keeps_a_slot_per_replica_and_each_replica_streams_through_i
         replica_facts(2, 1000, upstream=1), slot_name="mydb_replica_2")]))
     kinds = [type(a).__name__ for a in steady.actions]
     assert kinds.index("CreateSlot") < kinds.index("Repoint")
+
+
+def test_a_replica_left_on_the_old_timeline_not_streaming_is_restarted_once_to_rejoin():
+    """A replica that streamed from the old primary past the fork can never follow the new one as it is: settled
+    past the promotion, still on the older timeline with its WAL receiver not streaming, its pod is deleted so
+    its init container rewinds it (or keeps its data aside and clones). Once only: a pod made after the
+    promotion is left alone (status says it is behind); one still catching up on the old timeline (streaming)
+    is no such replica, nor is any while the promotion settles."""
+    promoted = NOW - timedelta(minutes=2)
+    record = PrimaryRecord("db-1", "db-0", FAILOVER, stamp(promoted - timedelta(seconds=5)), stamp(promoted))
+    new_primary = dataclasses.replace(primary_facts(1, 9000), timeline=2)
+    stuck = replica_facts(2, 9500, receiver="waiting", upstream=1)  # timeline 1, past the fork
+    pods = [pod(0), pod(1, role="primary"), pod(2)]
+    restarted = plan(members(pods, [replica_facts(0, 8000, upstream=1), new_primary, stuck], record=record))
+    assert Restart("db-2", "uid-2") in restarted.actions
+    catching_up = replica_facts(2, 8000, receiver="streaming", upstream=1)
+    assert not any(isinstance(a, Restart) for a in plan(members(pods, [new_primary, catching_up],
+                                                                record=record)).actions)
+    made_since = dict(pod(2), metadata={**pod(2)["metadata"], "creationTimestamp": stamp(promoted + timedelta(seconds=5))})
+    assert not any(isinstance(a, Restart) for a in plan(members([pod(0), pod(1, role="primary"), made_since],
+                                                                [new_primary, stuck], record=record)).actions)
+    settling = dataclasses.replace(record, promoted_at=stamp(NOW - timedelta(seconds=10)))
+    assert not any(isinstance(a, Restart) for a in plan(members(pods, [new_primary, stuck],
+                                                                record=settling)).actions)

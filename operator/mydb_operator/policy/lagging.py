@@ -18,7 +18,8 @@ from ..model.instances import InstanceFacts
 from ..model.pods import role_label
 from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord
 from ..model.timestamps import parse_time
-from .members import Members, Object, serving, unavailable_since
+from .actions import Action, Restart
+from .members import Members, Object, deleting, made_after, serving, uid_of, unavailable_since
 
 # A replica ready, or a primary promoted, this recently is still finding its feet: its WAL receiver (re)connects.
 SETTLING_SECONDS = 30.0
@@ -73,3 +74,25 @@ def replica_role(members: Members, pod: Object, facts: InstanceFacts | None) -> 
     assert primary is not None and facts is not None
     behind = why_behind(primary, facts, members.settings.max_lag, strict=current == names.LAGGING)
     return names.LAGGING if behind is not None else names.REPLICA
+
+
+def rejoin_restarts(members: Members) -> list[Action]:
+    """Replicas left on an older timeline than the primary, their WAL receivers not streaming, settled past a
+    promotion: most likely they streamed from the old primary past the fork (it went on taking writes), and can
+    never follow the new one as they are. Their pods are restarted, once (only a pod made before the promotion):
+    the init container rewinds such a replica onto the primary's timeline (follow.sh), or keeps its data aside
+    and clones it afresh."""
+    primary, record = members.facts(members.primary), members.record
+    if primary is None or primary.in_recovery or primary.timeline is None or record is None or not record.promoted_at:
+        return []
+    if just_promoted(record, members.now):
+        return []
+    restarts: list[Action] = []
+    for pod in members.others():
+        facts = members.facts(pod["metadata"]["name"])
+        if facts is None or not facts.in_recovery or facts.receiver == "streaming" or deleting(pod):
+            continue
+        behind = facts.timeline is not None and facts.timeline < primary.timeline
+        if behind and not settling(pod, members.now) and not made_after(pod, record.promoted_at):
+            restarts.append(Restart(pod["metadata"]["name"], uid_of(pod)))
+    return restarts

@@ -43,7 +43,7 @@ from .actions import (
     Restart,
 )
 from .candidates import Refusal, choice_figures, choose_replica
-from .lagging import replica_role
+from .lagging import rejoin_restarts, replica_role
 from .lost_record import rebuilt_record
 from .maintenance import restart_in_place, switchover_short
 from .members import (
@@ -114,7 +114,7 @@ def steady(members: Members) -> Plan:
         if facts is not None and facts.upstream is not None and facts.upstream != host:
             repoints.append(Repoint(name, with_value(facts.conninfo, "host", host)))
     # The slots first: a replica pointed at a new primary streams through its slot there.
-    actions += slot_actions(members) + repoints
+    actions += slot_actions(members) + repoints + rejoin_restarts(members)
     record, facts = members.record, members.facts(target)
     if record is not None and not record.promoted_at and facts is not None:
         actions.append(RecordPrimary(dataclasses.replace(record, promoted_at=rfc3339(members.now))))
