@@ -429,6 +429,46 @@ def test_a_primary_that_stops_answering_for_less_than_failover_delay_keeps_its_r
     assert not [e for e in events(cluster, namespace, "FailoverStarted") if e["involvedObject"]["name"] == "two"]
 
 
+def test_a_database_unseen_longer_than_failover_delay_keeps_its_primary_when_it_comes_back(cluster, ha, second):
+    """As on a node whose kubelet stopped (the node controller then marks every pod of it not ready): every pod
+    of the database not ready at once, here each server hung, for 25 s, longer than failoverDelay (12 s).
+    Nothing can take over meanwhile (NoEligibleReplica). The replicas come back a moment before the primary:
+    failoverDelay counts from when a replica could first take over, not from when the primary stopped, and the
+    primary, asked itself before anything is decided, answers. No failover, nothing recorded, the same primary.
+    (The operator used to fail the healthy primary over the moment the replicas were ready again.)"""
+    namespace = second
+    pods = ("two-0", "two-1", "two-2")
+    assert status(cluster, namespace, "two")["primary"] == "two-0"
+    pids = {pod: postgres_pid(cluster, namespace, pod) for pod in pods}
+    hung = time.monotonic()
+    for pid in pids.values():
+        hang(pid)
+
+    def ready_pods() -> list[str]:
+        listed = get_json(cluster, "-n", namespace, "pods", "-l", "app.kubernetes.io/instance=two")["items"]
+        return [p["metadata"]["name"] for p in listed if any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])]
+    try:
+        wait_for("every pod not ready", lambda: not ready_pods(), timeout=60, interval=0.5)
+        wait_for("NoEligibleReplica", lambda: condition(cluster, namespace, "Failover", "two").get("reason")
+                 == "NoEligibleReplica", timeout=30)
+        time.sleep(max(0.0, 25 - (time.monotonic() - hung)))
+    finally:
+        resume(pids["two-1"])
+        resume(pids["two-2"])
+        try:
+            wait_for("the replicas ready", lambda: {"two-1", "two-2"} <= set(ready_pods()), timeout=60,
+                     interval=0.2)
+            time.sleep(1)
+        finally:
+            resume(pids["two-0"])
+    wait_ready(cluster, namespace, "two", timeout=60)
+    assert status(cluster, namespace, "two")["targetPrimary"] == "two-0"
+    assert not get_json(cluster, "-n", namespace, "configmap", "two-primary")
+    assert not [e for e in events(cluster, namespace, "FailoverStarted") if e["involvedObject"]["name"] == "two"]
+    assert primaries(cluster, namespace, list(pods)) == ["two-0"]
+
+
 def test_a_primary_pod_that_cannot_come_back_is_replaced(cluster, ha, second):
     """The primary's pod is deleted and stays Terminating, as a lost node's pod does until the node is gone: its
     server stops, and no new pod of that name can start. A replica takes over; once the old pod is released,
