@@ -185,7 +185,9 @@ def stamp(moment: datetime) -> str:
 def test_prune_sh_and_the_status_keep_the_same_backups(tmp_path, retention):
     """The keep-window is written twice: prune.sh deletes the backups, policy/archive.py's base_backups says in
     status which are left (the recovery window starts at the first). On the same backups at the same moment,
-    both keep the same: older than the retention goes (exactly the retention stays), the newest always stays."""
+    both keep the same base backups: older than the retention goes (exactly the retention stays), but the newest
+    always stays, and so does the newest one older than the retention (the window's first moments recover from
+    it). Dumps are kept by the retention alone (and the newest)."""
     now = datetime(2026, 3, 10, 2, 0, 0, tzinfo=UTC)
     seconds = retention_seconds(retention)
     ages = {60, 3600, 86400, 3 * 86400, 30 * 86400, 400 * 86400}
@@ -207,11 +209,15 @@ def test_prune_sh_and_the_status_keep_the_same_backups(tmp_path, retention):
     dumps_by_prune_sh = sorted(p.name.removesuffix(".dump") for p in backups.glob("*.dump"))
     by_status = base_backups([rfc3339(t) for t in taken], None, None, retention, now)
     by_python = [stamp(datetime.fromisoformat(t)) for t in by_status]
-    assert by_python == by_prune_sh == dumps_by_prune_sh
-    assert by_prune_sh[-1] == stamp(taken[-1])  # the newest, whatever its age
+    assert by_python == by_prune_sh
+    assert by_prune_sh[-1] == dumps_by_prune_sh[-1] == stamp(taken[-1])  # the newest, whatever its age
     if seconds < 10 * 365 * 86400:
         assert stamp(now - timedelta(seconds=seconds)) in by_prune_sh
-        assert stamp(now - timedelta(seconds=seconds + 1)) not in by_prune_sh
+        assert stamp(now - timedelta(seconds=seconds + 1)) in by_prune_sh  # the newest before the window
+        assert stamp(now - timedelta(seconds=2 * seconds)) not in by_prune_sh
+        assert stamp(now - timedelta(seconds=seconds)) in dumps_by_prune_sh
+        assert stamp(now - timedelta(seconds=seconds + 1)) not in dumps_by_prune_sh
+        assert by_prune_sh == sorted([*dumps_by_prune_sh, stamp(now - timedelta(seconds=seconds + 1))])
 
 
 # ---------------------------------------------------------------- the PostgreSQL port

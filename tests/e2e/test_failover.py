@@ -361,8 +361,10 @@ def in_archive_pod(cluster, namespace: str, line: str) -> str:
 
 
 def test_retention_removes_what_is_outside_the_window_and_the_oldest_moment_inside_still_recovers(cluster, ha):
-    """Two base backups; prune.sh run at a time when the first is past a 1h retention: the first goes, and every
-    archived segment before the second's first; a new database recovers to the second's end, the window's start."""
+    """Two base backups. prune.sh run at a time when the first alone is past a 1h retention keeps both: the first
+    is the newest before the window's start, which a recovery to the window's first moments needs. Run when
+    both are past it: the first goes, and every archived segment before the second's first; a new database
+    recovers to the second's end, the window's start."""
     namespace, _ = ha
     cluster.kubectl("annotate", "--overwrite", "-n", namespace, "mydb/ha", "myapp.example.com/backup-now=second-base")
     wait_for("the second base backup", lambda: (lambda b: b.get("lastOnDemandRequest") == "second-base" and b.get(
@@ -372,8 +374,13 @@ def test_retention_removes_what_is_outside_the_window_and_the_oldest_moment_insi
     primary = status(cluster, namespace)["primary"]
     sql_at(cluster, namespace, primary, "create table after_second (id int); insert into after_second values (1)")
     wait_for("the archive to have it", lambda: archived(cluster, namespace, primary), timeout=30)
-    # The first base backup's time plus the retention and a second: it alone is outside the window.
+    # The first base backup's time plus the retention and a second: it alone is outside the window, and stays.
     at = calendar.timegm(time.strptime(first, "%Y%m%dT%H%M%SZ")) + 3600 + 1
+    pruned = in_archive_pod(cluster, namespace, f"BACKUP_DIR=/backups BACKUP_RETENTION=1h NOW={at} sh /scripts/prune.sh")
+    assert "removed base backup" not in pruned and in_archive_pod(cluster, namespace, listing).split()[:2] == [
+        first, second], pruned
+    # The second's time plus the retention and a second: both outside, the second covers the window's start.
+    at = calendar.timegm(time.strptime(second, "%Y%m%dT%H%M%SZ")) + 3600 + 1
     pruned = in_archive_pod(cluster, namespace, f"BACKUP_DIR=/backups BACKUP_RETENTION=1h NOW={at} sh /scripts/prune.sh")
     assert f"removed base backup {first}" in pruned, pruned
     assert in_archive_pod(cluster, namespace, listing).split() == [second]
@@ -553,9 +560,10 @@ def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluste
                                             "from generate_series(1, 4000)")
         wait_for("status to show the primary ahead", lambda: lag_bytes(cluster, namespace) > 2 * 2**20, timeout=90)
         # While the primary serves, status says the replicas could not take over: Degraded, naming them.
-        degraded = wait_for("Degraded ReplicasBehind", lambda: (lambda c: c if c.get("status") == "True" else None)(
-            condition(cluster, namespace, "Degraded", "two")), timeout=30)
-        assert degraded["reason"] == "ReplicasBehind" and all(pod in degraded["message"] for pod in replicas), degraded
+        degraded = wait_for("Degraded ReplicasBehind naming both replicas", lambda: (lambda c: c if c.get(
+            "status") == "True" and all(pod in c.get("message", "") for pod in replicas) else None)(
+            condition(cluster, namespace, "Degraded", "two")), timeout=60)
+        assert degraded["reason"] == "ReplicasBehind", degraded
         assert condition(cluster, namespace, "Ready", "two")["reason"] != "AllReplicasReady"
         pid = postgres_pid(cluster, namespace, primary)
         hang(pid)
