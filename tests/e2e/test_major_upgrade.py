@@ -1,13 +1,16 @@
 """A major upgrade in place on real pods: 15 to 17 with pg_upgrade --link (policy/major_upgrade.py), its continuous
-archive kept apart for 15 and started afresh for 17, and one that pg_upgrade --check refuses, which leaves the
-database serving on 15 with the reason in status."""
+archive kept apart for 15 and started afresh for 17, one that pg_upgrade --check refuses, which leaves the
+database serving on 15 with the reason in status, and one to a major the platform has no image for, refused
+before any pod stops."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from .realnode import images
-from .test_real_postgres import ROW_FACTS, create_db, rows, sql, wait_streaming, write_rows
+from .test_real_postgres import ROW_FACTS, create_db, pod_uid, rows, sql, wait_streaming, write_rows
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -113,3 +116,64 @@ def test_a_major_upgrade_keeps_every_row_and_a_refused_one_leaves_the_old_major_
     back = cluster.kubectl("patch", "-n", namespace, "mydb/up", "--type=merge",
                            "-p", '{"spec": {"version": "15.2"}}', check=False)
     assert back.returncode != 0 and "cannot go back a major" in back.stderr, back.stderr
+    # A failed upgrade left the data of 15: going back to 15 is admitted (status.upgrade says so), and nothing moves.
+    uid = pod_uid(cluster, namespace, "stuck-0")
+    cluster.kubectl("patch", "-n", namespace, "mydb/stuck", "--type=merge", "-p", '{"spec": {"version": "15.2"}}')
+    wait_for("stuck Ready at 15.2", lambda: (lambda s: s.get("ready") is True and s.get("observedGeneration") ==
+             get_json(cluster, "-n", namespace, "mydb", "stuck")["metadata"]["generation"])(
+        status(cluster, namespace, "stuck")), timeout=60)
+    assert pod_uid(cluster, namespace, "stuck-0") == uid and rows(cluster, namespace, "stuck-0") == ROW_FACTS
+
+
+def test_a_major_the_platform_does_not_offer_is_refused_with_the_database_serving_throughout(
+        cluster, real_operator, namespace):
+    """The issue's case: one pod at 15.2, then spec.version 16.4 on a platform with images for 15 and 17 only (the
+    real node's: examples/platform-local-node.yaml). Refused in status before any pod stops (phase Failed, reason
+    MajorUpgradeRefused, one Warning, no MajorUpgradeStarted), the same pod serving its rows all along (before,
+    every pod stopped and stayed down). Going back to 15.2 is admitted, since status.upgrade says nothing was
+    touched, and clears the refusal."""
+    name, pod = "unoffered", "unoffered-0"
+    create_db(cluster, namespace, name, replicas=1)
+    wait_for(f"mydb/{name} Ready", lambda: status(cluster, namespace, name).get("ready") is True, timeout=300)
+    write_rows(cluster, namespace, pod)
+    uid = pod_uid(cluster, namespace, pod)
+
+    def serving() -> bool:
+        """The same pod, Ready, and the StatefulSet still asking for it."""
+        found = get_json(cluster, "-n", namespace, "pod", pod)
+        ready = any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in (found.get("status") or {}).get("conditions") or [])
+        wanted = (get_json(cluster, "-n", namespace, "statefulset", name).get("spec") or {}).get("replicas")
+        return pod_uid(cluster, namespace, pod) == uid and ready and wanted == 1
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"version": "16.4"}}')
+    words = "PostgreSQL 16 is not offered by this platform, which has images for 15, 17"
+
+    def refused() -> dict | None:
+        assert serving(), "the pod stopped, or the StatefulSet was scaled down"
+        told = status(cluster, namespace, name)
+        return told if (told.get("upgrade") or {}).get("phase") == "Refused" else None
+
+    told = wait_for("the upgrade refused in status", refused, timeout=120, interval=0.5)
+    upgrade = told["upgrade"]
+    assert (upgrade["fromVersion"], upgrade["toVersion"]) == ("15.2", "16.4"), upgrade
+    assert "refused before any pod stopped" in upgrade["message"] and words in upgrade["message"], upgrade
+    ready = next(c for c in told["conditions"] if c["type"] == "Ready")
+    degraded = next(c for c in told["conditions"] if c["type"] == "Degraded")
+    assert (told["phase"], ready["reason"], degraded["status"]) == ("Failed", "MajorUpgradeRefused", "True"), told
+    assert rows(cluster, namespace, pod) == ROW_FACTS
+    # A while on: still the same pod serving, one Warning, no start.
+    until = time.monotonic() + 20
+    while time.monotonic() < until:
+        assert serving(), "the pod stopped, or the StatefulSet was scaled down"
+        time.sleep(1)
+    [warning] = events(cluster, namespace, name, "MajorUpgradeRefused")
+    assert warning["type"] == "Warning" and words in warning["message"], warning
+    assert events(cluster, namespace, name, "MajorUpgradeStarted") == []
+    assert get_json(cluster, "-n", namespace, "jobs", "-l", "app.kubernetes.io/component=major-upgrade",
+                    ).get("items") == []
+
+    cluster.kubectl("patch", "-n", namespace, f"mydb/{name}", "--type=merge", "-p", '{"spec": {"version": "15.2"}}')
+    wait_for("the refusal gone, Ready again", lambda: (lambda s: s.get("ready") is True and "upgrade" not in s)(
+        status(cluster, namespace, name)), timeout=60)
+    assert serving() and rows(cluster, namespace, pod) == ROW_FACTS

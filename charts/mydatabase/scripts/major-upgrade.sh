@@ -4,20 +4,28 @@
 # primary's volume, with the old major's programs in OLD_ROOT (old-binaries.sh).
 #
 #   PGDATA, OLD_ROOT, CREDENTIALS_DIR (credentials.sh), SCRIPTS_DIR
-#   MIN_FREE_MB  the free space the volume must have beside the data (default
-#                256): the new cluster's catalogs and pg_upgrade's files;
-#                --link shares the data files themselves
+#   MIN_FREE_MB  the free space the volume must have beside the data (the
+#                operator's policy/upgrade_facts.py sets it; default 256): the
+#                new cluster's catalogs and pg_upgrade's files; --link shares
+#                the data files themselves
 #
 # Steps, each one safe to run again after a kill (the Job retries):
-#   1. a swap cut short is finished; an upgrade cut short is undone (the old
-#      cluster's pg_control back in place, the side directory removed);
+#   1. a swap cut short is finished; an upgrade cut short is undone (below);
 #   2. initdb of the new major in PGDATA.upgrade (same volume: hard links),
 #      with the old cluster's superuser, encoding and authentication files;
 #   3. pg_upgrade --check: any refusal stops here, with PGDATA untouched;
 #   4. pg_upgrade --link, then the swap: PGDATA.upgrade becomes PGDATA, the
 #      old directory is removed (its files are the new one's, linked).
-# Until step 4's swap, the old cluster starts as it was: a failure anywhere
-# leaves it to serve again on the old major.
+#
+# pg_upgrade --link renames the old cluster's global/pg_control to
+# pg_control.old just before it links the data files (the old server will not
+# start on it by mistake), then starts the new server once more on the linked
+# files. Until that start the old files are as they were: a failure (or a kill)
+# puts pg_control back and removes the side directory, and the old cluster
+# serves again on the old major. After it, the new server may have written to
+# files both clusters share, and the old cluster can no longer be trusted
+# (pg_upgrade's own documentation): nothing is put back or removed, and the
+# message says so, naming what is kept.
 set -eu
 
 : "${PGDATA:?PGDATA is required}"
@@ -39,17 +47,31 @@ if [ "$old_major" = "$new_major" ]; then
   echo "major-upgrade: $PGDATA is at PostgreSQL $new_major"
   exit 0
 fi
-if [ -f "$PGDATA/global/pg_control.old" ] && [ ! -f "$PGDATA/global/pg_control" ]; then
-  # pg_upgrade --link renames it before linking; linking leaves the old files as they were.
+say_failed() {  # the Job's last words, on stderr and in its termination message: the operator's status
+  echo "$1" >&2
+  [ -w /dev/termination-log ] && echo "$1" > /dev/termination-log
+  exit 1
+}
+linked() { [ -f "$PGDATA/global/pg_control.old" ] && [ ! -f "$PGDATA/global/pg_control" ]; }
+# The new server starts on the linked files after the rename: postmaster.opts is written at each start,
+# and the rename is the last change to the old global/ folder.
+new_started_since_link() {
+  [ -f "$new/postmaster.opts" ] && [ -n "$(find "$new/postmaster.opts" -newer "$PGDATA/global" 2>/dev/null)" ]
+}
+untrusted() {  # WHAT failed: the old cluster cannot be put back; everything stays where it is (first: words are cut)
+  say_failed "major-upgrade: the old data can no longer be trusted and nothing was removed: $1 after PostgreSQL $new_major had started on the files both clusters share (kept: $PGDATA with global/pg_control.old, and $new)"
+}
+if linked; then
+  if new_started_since_link; then
+    untrusted "an upgrade was cut short"
+  fi
   mv "$PGDATA/global/pg_control.old" "$PGDATA/global/pg_control"
   echo "major-upgrade: an upgrade cut short was undone"
 fi
 rm -rf "$new"
 
 fail_early() {  # why, before anything was made: the data is untouched
-  echo "major-upgrade: $1; the data is untouched" >&2
-  [ -w /dev/termination-log ] && echo "major-upgrade: $1; the data is untouched" > /dev/termination-log
-  exit 1
+  say_failed "major-upgrade: $1; the data is untouched"
 }
 free_mb="$(df -Pk "$(dirname "$PGDATA")" | awk 'NR == 2 { print int($4 / 1024) }')"
 if [ "$free_mb" -lt "${MIN_FREE_MB:-256}" ]; then
@@ -87,11 +109,21 @@ failed() {  # STEP: why in one line, last: the first sentence of pg_upgrade's re
     | grep -v ':[[:space:]]*$\|^Failure, exiting\|^ *[/.]' | tr -s ' \n' '  ' | sed 's/^ *//; s/\. .*/./' | cut -c1-200)"
   listed="$(find "$new" -path '*pg_upgrade_output.d*' -name '*.txt' -exec cat {} + 2>/dev/null | tr -s ' \n' '  ')"
   [ -z "$listed" ] || why="$why ($(printf '%s' "$listed" | sed 's/^ *//; s/ *$//' | cut -c1-100))"
+  if [ -z "$why" ]; then  # one of its own steps failed (*failure*): that step, and the last line of the log it names
+    step="$(grep -B1 -x '[*]failure[*]' "$work/pg_upgrade.out" | head -n 1 | sed 's/ *$//')"
+    log="$(sed -n 's/^Consult the last few lines of "\(.*\)" for$/\1/p' "$work/pg_upgrade.out" | head -n 1)"
+    last=""
+    if [ -n "$log" ] && [ -f "$log" ]; then last="$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-150)"; fi
+    why="$step${step:+${last:+: }}$last"
+  fi
+  restored=""
+  if linked; then  # pg_upgrade had begun to link
+    new_started_since_link && untrusted "$1 failed (${why:-see the log above})"
+    mv "$PGDATA/global/pg_control.old" "$PGDATA/global/pg_control"
+    restored=" (its pg_control, renamed for linking, is back)"
+  fi
   rm -rf "$new"
-  message="major-upgrade: $1 failed: ${why:-see the log above}; the data is untouched"
-  echo "$message" >&2
-  [ -w /dev/termination-log ] && echo "$message" > /dev/termination-log
-  exit 1
+  say_failed "major-upgrade: $1 failed: ${why:-see the log above}; the data is untouched$restored"
 }
 
 # The new cluster first: --check needs one to check against, and changes neither.

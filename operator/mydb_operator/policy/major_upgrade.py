@@ -128,9 +128,9 @@ def request(spec: DatabaseSpec, known: UpgradeState | None, facts: Facts) -> Upg
     held = known is not None and known.phase == FAILED and spec.version == known.to_version
     if known is not None and held and facts.retry in ("", known.retry):  # until the retry, or another version
         return UpgradeStep(known, hold=(known.from_version, spec.replicas))
-    why = facts.unrunnable or too_little_room(facts)
-    if why:
-        return refuse(spec, running, why)
+    refusal = facts.unrunnable or too_little_room(facts)
+    if refusal:
+        return refuse(spec, running, refusal)
     why = not_ready(spec, facts)
     if why is not None:
         waiting = UpgradeState(running, spec.version, WAITING, message=why, retry=facts.retry)

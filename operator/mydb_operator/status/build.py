@@ -22,6 +22,7 @@ from .conditions import ConditionMaker, resizing_condition
 from .phases import DEGRADED, DEPLOYING, FAILED, HIBERNATED, PENDING, RUNNING, assess, rolled_out
 from .primary import PrimaryView, failover_condition_facts, primary_status, replicas_behind, routing_gap
 from .problem import Problem
+from .upgrade import calm_degraded, upgrade_problem
 
 
 def endpoints(namespace: str, release: str, port: int) -> dict[str, str]:
@@ -73,8 +74,9 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
     desired = 0 if spec is None or spec.hibernate else spec.replicas
     failures = [f for f in (pod_failure(p) for p in pods) if f]
     target = recorded_primary(release, view.record)
+    problem = happened.problem or upgrade_problem(happened.upgrade)
     assessment = assess(
-        problem=happened.problem,
+        problem=problem,
         hibernating=spec is not None and spec.hibernate,
         installed=happened.applied is not None,
         pods=len(pods),
@@ -93,6 +95,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
     progressing = phase in (DEPLOYING, PENDING) or (phase == HIBERNATED and bool(pods))
     failing = phase in (DEGRADED, FAILED)
     moving, state, about = failover_condition_facts(view)
+    calm = calm_degraded(happened.upgrade, bool(ready_pods) or desired == 0, reason, message)
     conditions = [
         make("Ready", ready, reason, message),
         make(
@@ -101,7 +104,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
             reason if progressing else "Stable",
             message if progressing else "nothing is changing",
         ),
-        make("Degraded", failing, reason if failing else "Healthy", message if failing else "no failures"),
+        make("Degraded", failing, reason if failing else calm[0], message if failing else calm[1]),
         resizing_condition(spec, observation, happened.storage_blocked, make),
         make("Failover", moving, state, about),
     ]
@@ -123,7 +126,7 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
     status["pendingRestart"] = bool(restarting)
     if happened.operation:
         settled = phase == RUNNING or (phase == HIBERNATED and not pods)
-        status["lastOperation"] = finish_operation(happened.operation, settled, happened.problem, now)
+        status["lastOperation"] = finish_operation(happened.operation, settled, problem, now)
     status.update(primary_status(release, view, pods, previous))
     if happened.applied:
         status["release"] = happened.applied
