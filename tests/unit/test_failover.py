@@ -783,3 +783,17 @@ def test_a_replica_left_on_the_old_timeline_not_streaming_is_restarted_once_to_r
     settling = dataclasses.replace(record, promoted_at=stamp(NOW - timedelta(seconds=10)))
     assert not any(isinstance(a, Restart) for a in plan(members(pods, [new_primary, stuck],
                                                                 record=settling)).actions)
+
+
+def test_a_replica_whose_server_exited_saying_it_diverged_is_restarted_at_once():
+    """entrypoint.sh's serve exits 4 when its standby's history forked from the primary's (it would crash-loop on
+    PostgreSQL's FATAL otherwise): the pod is deleted, whatever its facts (it answers nothing), so its init
+    container rewinds it. Any other exit is the kubelet's to restart."""
+    crashed = pod(2, ready=False)
+    crashed["status"]["containerStatuses"] = [{"name": "postgres", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                                               "lastState": {"terminated": {"exitCode": 4}}}]
+    pods = [pod(0, role="primary"), pod(1), crashed]
+    assert Restart("db-2", "uid-2") in plan(members(pods, [primary_facts(0), replica_facts(1, 1000)])).actions
+    crashed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] = 1
+    assert not any(isinstance(a, Restart) for a in plan(members(pods, [primary_facts(0),
+                                                                      replica_facts(1, 1000)])).actions)

@@ -13,7 +13,11 @@
 #   entrypoint.sh serve  the server, on the cluster the first boot made; with
 #                        none in PGDATA it exits 1 rather than make one under
 #                        the startup probe (an empty primary, or a clone that
-#                        probe would cut short): the pod's container
+#                        probe would cut short); a standby whose history forked
+#                        off the primary's (follow.sh) exits 4, untouched,
+#                        rather than crash-loop or replay WAL the primary never
+#                        had: the init container rewinds it (delete the pod):
+#                        the pod's container
 #   entrypoint.sh        both, one after the other (outside Kubernetes)
 #
 # A replica's data that cannot follow the primary (pg_rewind failed) or is of
@@ -206,6 +210,19 @@ if [ "$ROLE" = replica ] && [ ! -f "$PGDATA/standby.signal" ]; then
     echo "entrypoint: delete the pod: its init container keeps this data aside on the volume and clones $PRIMARY_POD afresh" >&2
   fi
   [ "$code" -eq 0 ] || exit "$code"
+elif [ "$ROLE" = replica ] && [ "$mode" = serve ]; then
+  # A standby whose container restarted (its pod was not re-created). One that streamed from the old primary
+  # past the point where the new primary's timeline forked off would crash-loop on PostgreSQL's FATAL ("requested
+  # timeline N does not contain minimum recovery point"), or replay WAL the new primary never had and then never
+  # stream. Rewinding it is the init container's (no probe limits it): exit 4, data untouched, saying so.
+  code=0
+  REWIND_STANDBY=check sh "$SCRIPTS_DIR/follow.sh" || code=$?
+  if [ "$code" -eq 4 ]; then
+    echo "entrypoint: delete the pod: its init container rewinds this standby onto $PRIMARY_POD's timeline" >&2
+    exit 4
+  elif [ "$code" -ne 0 ]; then
+    echo "entrypoint: could not tell whether this standby diverged from $PRIMARY_POD (follow.sh exit $code): it starts as it is"
+  fi
 fi
 
 # The WAL receiver's connection, in postgresql.auto.conf, where the operator's

@@ -23,6 +23,8 @@ from .members import Members, Object, deleting, made_after, serving, uid_of, una
 
 # A replica ready, or a primary promoted, this recently is still finding its feet: its WAL receiver (re)connects.
 SETTLING_SECONDS = 30.0
+# entrypoint.sh's serve exits so when its standby's history forked from the primary's (follow.sh's check).
+DIVERGED_EXIT_CODE = 4
 
 
 def why_behind(primary: InstanceFacts, facts: InstanceFacts, max_lag: int, *, strict: bool = False) -> str | None:
@@ -82,13 +84,16 @@ def rejoin_restarts(members: Members) -> list[Action]:
     never follow the new one as they are. Their pods are restarted, once (only a pod made before the promotion):
     the init container rewinds such a replica onto the primary's timeline (follow.sh), or keeps its data aside
     and clones it afresh."""
+    exited = [p for p in members.others() if not deleting(p) and diverged_exit(p)]
+    restarts: list[Action] = [Restart(p["metadata"]["name"], uid_of(p)) for p in exited]
     primary, record = members.facts(members.primary), members.record
     if primary is None or primary.in_recovery or primary.timeline is None or record is None or not record.promoted_at:
-        return []
+        return restarts
     if just_promoted(record, members.now):
-        return []
-    restarts: list[Action] = []
+        return restarts
     for pod in members.others():
+        if pod in exited:
+            continue
         facts = members.facts(pod["metadata"]["name"])
         if facts is None or not facts.in_recovery or facts.receiver == "streaming" or deleting(pod):
             continue
@@ -96,3 +101,15 @@ def rejoin_restarts(members: Members) -> list[Action]:
         if behind and not settling(pod, members.now) and not made_after(pod, record.promoted_at):
             restarts.append(Restart(pod["metadata"]["name"], uid_of(pod)))
     return restarts
+
+
+def diverged_exit(pod: Object) -> bool:
+    """The pod's server container last exited saying its standby diverged from the primary (entrypoint.sh's
+    serve: exit DIVERGED_EXIT_CODE, "delete the pod: its init container rewinds this standby")."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container.get("name") != names.POSTGRES_CONTAINER:
+            continue
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            if (state.get("terminated") or {}).get("exitCode") == DIVERGED_EXIT_CODE:
+                return True
+    return False
