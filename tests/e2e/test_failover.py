@@ -61,8 +61,12 @@ def events(cluster, namespace: str, reason: str) -> list[dict]:
 def told(cluster, namespace: str, reason: str, name: str = "ha") -> None:
     """Exactly one Event REASON about NAME. kopf posts the Events of a pass after its status write, so a test
     that has just seen the status waits a moment for them."""
-    wait_for(f"one {reason} Event", lambda: len(
-        [e for e in events(cluster, namespace, reason) if e["involvedObject"]["name"] == name]) == 1, timeout=15)
+    def about() -> list[dict]:
+        return [e for e in events(cluster, namespace, reason) if e["involvedObject"]["name"] == name]
+    try:
+        wait_for(f"one {reason} Event", lambda: len(about()) == 1, timeout=15)
+    except AssertionError as error:
+        raise AssertionError(f"{error}: {[(e.get('count'), e.get('message')) for e in about()]}") from None
 
 
 def create(cluster, namespace: str, name: str = "ha", **spec) -> None:
