@@ -129,3 +129,14 @@ def test_a_full_volume_warns_when_other_pods_fill_not_when_its_figures_move():
     both = full(["db-0", "db-1"], "db-0: its server stopped; db-1: 99% used")
     assert [w[1] for w in warnings_for(replica, both)] == ["DiskFull"]
     assert warnings_for(both, full(["db-0", "db-1"], "db-0: 99% used; db-1: 99% used")) == []
+
+
+def test_no_eligible_replica_warns_once_while_the_reasons_of_the_replicas_move():
+    """The primary down with no replica to promote is one problem: a replica behind in one pass and not answering
+    in the next (a NetworkPolicy resync dropped a probe) made a second Warning for the same episode."""
+    def stuck(why):
+        return {"conditions": [cond("Degraded", "True", "NoEligibleReplica", f"no replica can take over: {why}")]}
+    healthy = {"conditions": [cond("Degraded", "False", "Healthy", "no failures")]}
+    behind = stuck("db-1 is 4619712 bytes behind")
+    assert [w[1] for w in warnings_for(healthy, behind)] == ["NoEligibleReplica"]
+    assert warnings_for(behind, stuck("db-1 did not answer (no answer in time)")) == []

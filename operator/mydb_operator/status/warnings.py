@@ -11,6 +11,9 @@ TOLD_ELSEWHERE = {"FailingOver", "SwitchingOver"}
 # A full volume's message carries its figures, which move while the same volumes stay full: its problem is
 # which pods are full (status.storage.full), not the words.
 BY_FULL_PODS = "DiskFull"
+# The primary down with no replica to promote is one problem while it lasts, whatever each replica's reason is
+# from one pass to the next (behind, then not answering a moment): one Warning; status has the latest words.
+BY_REASON = frozenset({"NoEligibleReplica"})
 
 
 def warnings_for(previous: dict[str, Any], status: dict[str, Any]) -> list[Event]:
@@ -31,6 +34,8 @@ def problem(condition: dict[str, Any], status: dict[str, Any]) -> tuple[Any, ...
     if condition.get("reason") == BY_FULL_PODS:
         full = (status.get("storage") or {}).get("full") or []
         return BY_FULL_PODS, frozenset(entry["pod"] for entry in full)
+    if condition.get("reason") in BY_REASON:
+        return (condition.get("reason"),)
     return condition.get("reason"), condition.get("message")
 
 
