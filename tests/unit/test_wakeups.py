@@ -69,3 +69,48 @@ def test_a_spec_edit_a_backup_request_or_a_switchover_request_wakes_the_database
     assert woken({"generation": 3, "annotations": {names.BACKUP_NOW_ANNOTATION: "t2"}}, settled)
     assert not woken({"generation": 3, "annotations": {names.BACKUP_NOW_ANNOTATION: "t1"}}, settled)
     assert woken({"generation": 3, "annotations": {names.SWITCHOVER_ANNOTATION: "db-1"}}, settled)
+
+
+def test_between_passes_the_primary_alone_is_asked_for_its_position_and_a_silent_one_ends_the_sleep(monkeypatch):
+    """A database whose replicas stream asynchronously: between whole passes (every resync), its primary alone is
+    asked every SIGHTING_INTERVAL_SECONDS (one session: the lag limit's reference stays fresh at a sixth of a
+    pass's cost); when it does not answer as the primary the sleep ends at once and a whole pass looks. Without
+    that need, or when poked, nothing is asked."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from mydb_operator.handlers import daemon
+
+    class Stopped:
+        def __bool__(self) -> bool:
+            return False
+
+        async def wait(self) -> None:
+            await asyncio.sleep(3600)
+
+    asked: list[str] = []
+    answers = [True, True, False]  # then True
+
+    async def read_position(namespace, name, spec, runtime):
+        asked.append(name)
+        return answers.pop(0) if answers else True
+
+    monkeypatch.setattr(daemon, "read_position", read_position)
+    monkeypatch.setattr(daemon, "SIGHTING_INTERVAL_SECONDS", 0.05)
+    body = SimpleNamespace(spec={"replicas": 3, "version": "15.2", "storage": "1Gi"})
+    memo = SimpleNamespace(runtime=None)
+
+    async def idle(delay: float, reads: bool, wake: asyncio.Event) -> bool:
+        return await daemon.idle_until_poked(("ns", "db"), body, wake, Stopped(), delay, reads, memo)
+
+    assert asyncio.run(idle(10.0, True, asyncio.Event())) is False and len(asked) == 3  # the third: no primary
+    asked.clear()
+    assert asyncio.run(idle(0.12, True, asyncio.Event())) is False and len(asked) in (2, 3)  # until the pass is due
+    asked.clear()
+    assert asyncio.run(idle(0.1, False, asyncio.Event())) is False and asked == []
+
+    async def poked() -> bool:
+        wake = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.02, wake.set)
+        return await idle(10.0, True, wake)
+    assert asyncio.run(poked()) is True and asked == []

@@ -11,9 +11,12 @@ import kopf
 
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail, failure_reason
+from ..model.errors import SpecError
+from ..model.spec import parse_spec
 from ..policy.backoff import Backoff, problem_retry_delay
 from ..reconcile.namespace_deletion import events_to_post, let_go_in_deleted_namespace
 from ..reconcile.reporting import StoredStatus, count_api_failure, reconcile_and_store
+from ..reconcile.topology import SIGHTING_INTERVAL_SECONDS, read_position
 from ..telemetry import metrics
 from .memo import OperatorMemo
 from .wakeups import sleep_until_poked
@@ -46,6 +49,7 @@ async def run_database(
             delay = memo.config.resync_seconds
             started = time.perf_counter()
             failed = True
+            outcome_reads_position = False
             try:
                 first_pass = stored.status is None
                 outcome = await reconcile_and_store(snapshot_of(body), stored, memo.runtime)
@@ -69,6 +73,7 @@ async def run_database(
                 else:
                     backoff.succeeded()
                     failed = False
+                outcome_reads_position = outcome.reads_position
                 if outcome.recheck is not None:  # a failover under way: time alone moves it on
                     delay = min(delay, outcome.recheck)
                 held = stored.write_due_in()
@@ -85,7 +90,8 @@ async def run_database(
             if failed and not stopped and await let_go_in_deleted_namespace(memo.runtime, namespace, name):
                 memo.runtime.rollouts.leave(key)
                 return
-            if await sleep_until_poked(wake, stopped, delay):
+            reads_position = not failed and outcome_reads_position
+            if await idle_until_poked(key, body, wake, stopped, delay, reads_position, memo):
                 # At most one reconcile per DEBOUNCE: a burst of events folds into one, while
                 # a change after a quiet spell (the last pod turning Ready) is handled at once.
                 await asyncio.sleep(max(0.0, DEBOUNCE - (time.perf_counter() - started)))
@@ -94,3 +100,31 @@ async def run_database(
             memo.runtime.watches.forget(key)
             metrics.set_phase(key, None)
             metrics.set_volumes(key, {})
+
+
+async def idle_until_poked(
+    key: tuple[str, str],
+    body: kopf.Body,
+    wake: asyncio.Event,
+    stopped: kopf.DaemonStopped,
+    delay: float,
+    reads_position: bool,
+    memo: OperatorMemo,
+) -> bool:
+    """Sleep until the next pass is due, or poked (True). READS_POSITION: meanwhile, every
+    SIGHTING_INTERVAL_SECONDS, the primary alone is asked for its position; a primary that does not answer as
+    one ends the sleep at once (False: a whole pass looks)."""
+    deadline = time.monotonic() + delay
+    while True:
+        left = deadline - time.monotonic()
+        nap = min(left, SIGHTING_INTERVAL_SECONDS) if reads_position else left
+        if await sleep_until_poked(wake, stopped, max(0.0, nap)):
+            return True
+        if stopped or not reads_position or deadline - time.monotonic() <= 0:
+            return False
+        try:
+            spec = parse_spec(dict(body.spec))
+        except SpecError:
+            return False
+        if not await read_position(key[0], key[1], spec, memo.runtime):
+            return False

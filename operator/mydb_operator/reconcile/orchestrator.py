@@ -89,6 +89,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
     rechecks = (topology.recheck, upgrade.recheck, certificates.recheck, volumes.recheck, deferred)
     outcome.recheck = min((s for s in rechecks if s is not None), default=None)
     outcome.retry_soon = topology.failed
+    outcome.reads_position = topology.reads_position
     on_demand, backup_events = await backup_on_demand(
         runtime.api,
         namespace,

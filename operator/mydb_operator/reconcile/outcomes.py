@@ -44,4 +44,5 @@ class Outcome:
     retry_soon: bool = False  # a step after Helm failed: try again before the resync
     recheck: float | None = None  # the primary's plan looks again in so many seconds (a failover under way)
     deferred: bool = False  # Helm was due but left for a later pass: the primary is moving (converging.py)
+    reads_position: bool = False  # the primary's position is read between passes (topology.read_position)
     status: dict[str, Any] = field(default_factory=dict)  # the whole .status, built last

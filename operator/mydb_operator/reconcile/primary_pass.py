@@ -54,6 +54,7 @@ class Topology:
     recheck: float | None = None  # seconds until the next pass should look again
     note: str = ""  # a planned move that waits (a scale-down), for the status message
     failed: bool = False  # the API refused a step: the rest of the pass goes on, the daemon retries soon
+    reads_position: bool = False  # the primary's position is to be read between passes (topology.read_position)
 
 
 def settings_of(spec: DatabaseSpec | None) -> HaSettings:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail
 from ..model.observation import Observation
 from ..model.pods import tls_secret
-from ..model.record import FAILOVER, SWITCHOVER, parse_record
+from ..model.record import FAILOVER, SWITCHOVER, parse_record, recorded_primary
+from ..model.sighting import sighting_of
 from ..model.spec import DatabaseSpec
 from ..model.statefulset import update_revision, update_strategy
 from ..policy import maintenance
@@ -25,6 +27,7 @@ from ..policy.members import Members, deleting
 from ..policy.primary import plan
 from .primary_pass import Pass, Topology, settings_of
 from .runtime import Runtime
+from .servers import Servers
 
 log = logging.getLogger(__name__)
 ROUNDS = 4  # looks in one pass: decide, fence, promote, then label and repoint
@@ -99,10 +102,26 @@ async def keep_primary(
             answered = None
         if not looks_again:
             break
-    reads_position = step.report.plan.state == SERVING and watch.sighting is not None and len(step.pods) > 1
-    if reads_position and not settings.synchronous:  # a fresh position for the lag of a failover
-        step.report.recheck = min(step.report.recheck or SIGHTING_INTERVAL_SECONDS, SIGHTING_INTERVAL_SECONDS)
+    # A fresh position for the lag of a failover: read between passes, the primary alone (read_position).
+    serving_with_replicas = step.report.plan.state == SERVING and watch.sighting is not None and len(step.pods) > 1
+    step.report.reads_position = serving_with_replicas and not settings.synchronous
     return step.report
+
+
+async def read_position(namespace: str, name: str, spec: DatabaseSpec | None, runtime: Runtime) -> bool:
+    """Between passes: ask the recorded primary alone what it is, and keep its answer as the sighting (one
+    session, no status, no API request). False when it does not answer as the primary (or the cache cannot
+    say which pod it is): the daemon runs a whole pass at once."""
+    observed = runtime.children.observation(namespace, name)
+    if observed is None:
+        return False
+    primary = recorded_primary(name, parse_record(observed.record))
+    answer = await Servers(namespace, name, spec, runtime).ask_one(list(observed.pods), primary, CONFIRM_SECONDS)
+    seen = sighting_of(primary, {primary: answer} if answer is not None else {}, datetime.now(UTC))
+    if seen is None:
+        return False
+    runtime.watches.of((namespace, name)).sighting = seen
+    return True
 
 
 def failover_on_an_unasked_primary(decided: Plan, members: Members) -> bool:
