@@ -77,7 +77,7 @@ while :; do
   then echo "ok $(date +%s.%N) $(echo "$out" | tr '|' ' ')"
   else echo "fail $(date +%s.%N) $(echo "$out" | head -n 1 | cut -c1-100)"
   fi
-  sleep 0.05
+  sleep "$PAUSE"
 done
 """
 
@@ -92,9 +92,11 @@ class Write:
 
 class Writer:
     """A client pod on the real node writing one row per statement, each in a new connection, through the
-    read-write Service; its log says which were committed (their ids), where, and when."""
+    read-write Service (or to HOST, a server's own address), one every PAUSE seconds; its log says which were
+    committed (their ids), where, and when."""
 
-    def __init__(self, cluster, namespace: str, database: str, name: str = "writer"):
+    def __init__(self, cluster, namespace: str, database: str, name: str = "writer", host: str = "",
+                 pause: float = 0.05):
         self.cluster, self.namespace, self.name = cluster, namespace, name
         spec = on_real_node({
             "restartPolicy": "Never",
@@ -105,7 +107,7 @@ class Writer:
                                 "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": "writer", "image": images()["POSTGRES_IMAGE"], "command": ["/bin/sh", "-c", WRITER_SCRIPT],
-                "env": [{"name": "HOST", "value": database}],
+                "env": [{"name": "HOST", "value": host or database}, {"name": "PAUSE", "value": str(pause)}],
                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}},
                 "volumeMounts": [{"name": "creds", "mountPath": "/creds", "readOnly": True},

@@ -206,18 +206,35 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     """The primary's postmaster is stopped from the host (SIGSTOP). After failoverDelay a replica is promoted,
     the read-write Service moves to it and writes go on there, with every row that had reached the replicas
     before the hang. The former primary, killed by the fencing (SIGCONT then finds nothing, or a server that
-    is no primary), comes back as a replica of the new one, rewound by pg_rewind; writes never land on it."""
+    is no primary), comes back as a replica of the new one, rewound by pg_rewind; writes never land on it.
+    The archive was ahead of every replica: it streams the new timeline and keeps the old one's tail, the commits
+    the failover lost, aside (diverged-wal/), which status and a Warning report with the range."""
     namespace, _ = ha
     old = status(cluster, namespace)["primary"]
+    old_timeline = status(cluster, namespace)["timeline"]
     replicas = [p for p in PODS if p != old]
     write_rows(cluster, namespace, old)
     for pod in replicas:
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
     old_ip = pod_ip(cluster, namespace, old)
     writer = Writer(cluster, namespace, "ha")
+    # The archive ahead of every replica: their WAL receivers hang while the primary commits a tail, which the
+    # archive alone receives; the operator reads the archive's position with the primary's (every 10 s).
+    receivers = [wait_for(f"{pod}'s WAL receiver", lambda: receiver_pid(cluster, namespace, pod), timeout=30)
+                 for pod in replicas]
     pid = postgres_pid(cluster, namespace, old)
-    hung = time.time()
-    hang(pid)
+    for receiver in receivers:
+        hang(receiver)
+    try:
+        tail = sql_at(cluster, namespace, old, "create table tail as select generate_series(1, 50) as id; "
+                                               "select pg_current_wal_lsn()")
+        wait_for("the archive to have the tail", lambda: archived(cluster, namespace, old), timeout=30)
+        time.sleep(12)
+        hung = time.time()
+        hang(pid)
+    finally:
+        for receiver in receivers:
+            resume(receiver)
     try:
         first = wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
     finally:
@@ -240,6 +257,21 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     facts = status(cluster, namespace)
     assert facts["lastFailover"]["from"] == old and facts["lastFailover"]["to"] == new
     assert primaries(cluster, namespace, PODS) == [new]
+    # The tail the failover lost is on no server; the archive keeps it aside, and status says where and what.
+    assert sql_at(cluster, namespace, new, "select to_regclass('tail') is null") == "t"
+    [diverged] = wait_for("status.backup.archive.diverged", lambda: facts_of_archive(cluster, namespace).get(
+        "diverged"), timeout=60)
+    assert diverged["timeline"] == old_timeline and diverged["keptIn"] == f"diverged-wal/*-tl{old_timeline}"
+    assert sql_at(cluster, namespace, new, f"select '{diverged['from']}'::pg_lsn < '{tail}'::pg_lsn and "
+                  f"'{tail}'::pg_lsn <= '{diverged['to']}'::pg_lsn") == "t", (diverged, tail)
+    told(cluster, namespace, "ArchiveKeptDivergedWAL")
+    kept = cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "--", "sh", "-c",
+                           'ls "$(dirname "$ARCHIVE_DIR")/diverged-wal"').stdout.split()
+    assert [d for d in kept if d.endswith(f"-tl{old_timeline}")], kept
+
+
+def facts_of_archive(cluster, namespace: str) -> dict:
+    return (status(cluster, namespace).get("backup") or {}).get("archive") or {}
 
 
 def archived(cluster, namespace: str, primary: str) -> bool:

@@ -9,6 +9,7 @@ part (the record, pg_promote()) is played by the test, as in test_failover.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import threading
@@ -17,6 +18,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from mydb_operator.instances.probe import FACTS
+from mydb_operator.model.instances import InstanceFacts, parse_history, parse_lsn
+from mydb_operator.policy.archive import forked_behind_archive
 
 from .harness import ArchivePod, BackupJob, DatabasePod, free_port, wait_for
 from .test_archive import restoring, utc_now_of
@@ -116,6 +121,17 @@ def segment_of(lsn: str, timeline: int) -> str:
     return f"{timeline:08X}{high:08X}{low >> 24:08X}"
 
 
+def operator_sees(primary: DatabasePod, archived: str, on_timeline: int) -> dict | None:
+    """What the operator reports of the archive past the fork (policy/archive.py), from its own query to the new
+    PRIMARY and the archive's last position it saw on the former primary."""
+    sql = FACTS.replace("$1", "'mydb_archive'").replace("$2", "'mydb_replica_'")
+    row = json.loads(primary.sql(f"select row_to_json(facts) from ({sql}) facts"))
+    facts = InstanceFacts(pod="new", in_recovery=row["in_recovery"], timeline=row["timeline"], wal_lsn=row["wal_lsn"],
+                          switchpoints=tuple(parse_history(row["history"]).items()))
+    [found] = forked_behind_archive(facts, {}, {on_timeline: parse_lsn(archived)}) or [None]
+    return found
+
+
 def streams_timeline_2(archive: ArchivePod) -> None:
     """Wait (a minute at most) for timeline 2's history file and a segment of it in the archive; the end of the
     archive's log when it does not come."""
@@ -185,6 +201,10 @@ def test_an_archive_ahead_of_the_promoted_replica_keeps_the_lost_wal_and_streams
     assert new.sql(f"SELECT '{info['archiveEnd']}'::pg_lsn >= '{archive_end}'::pg_lsn") == "t", (info, archive_end)
     assert info["keptAt"] == f"{kept.name[:4]}-{kept.name[4:6]}-{kept.name[6:8]}T" \
                              f"{kept.name[9:11]}:{kept.name[11:13]}:{kept.name[13:15]}Z", info
+    # The operator reports the same range from what it reads: the new primary's history, the archive's position.
+    reported = operator_sees(new, archive_end, 1)
+    assert reported is not None and (reported["timeline"], reported["from"], reported["to"]) == (
+        1, fork, archive_end), (reported, fork, archive_end)
     [said] = [line for line in archive.logs().splitlines() if line.startswith("wal-archive: ") and str(kept) in line]
     assert fork in said and "timeline 2" in said, said
     # Nothing of timeline 1 past the fork's segment is left in the archive (its segment again, up to the fork).
@@ -218,11 +238,12 @@ def test_a_switchover_moves_nothing_aside(request):
     (old, new), service, archive, _ = archiving(request, "switchover")
     write(old, 1, 100, "both")
     wait_for("the rows on the replica", lambda: rows(new) == "both:100")
-    archived_up_to(old)
+    last_seen = archived_up_to(old)
     old.stop("fast")
     new.record(new)
     promote(new)
     write(new, 101, 110, "new")
+    assert operator_sees(new, last_seen, 1) is None  # nothing lost, nothing reported
     service.target = new.ip
     wal = archive.wal
     streams_timeline_2(archive)

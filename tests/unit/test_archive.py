@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from mydb_operator.model.instances import InstanceFacts, Standby
+from dataclasses import replace
+
+from mydb_operator.model.instances import InstanceFacts, Standby, parse_history
 from mydb_operator.policy.archive import STALL_SECONDS, archive_health, archive_status
+from mydb_operator.status.warnings import archive_fork_warnings
 
 NOW = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
 
@@ -22,7 +25,7 @@ def test_a_streaming_archive_reports_its_position_and_its_lag_and_nothing_that_t
     status = archive_status(primary(archive(), Standby("db-1", "streaming", "async", 0x3000100, 0x3000100, 1.0)),
                             {}, NOW)
     assert status == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0x100, "slot": "reserved",
-                      "since": "2026-12-03T12:00:00Z"}
+                      "since": "2026-12-03T12:00:00Z", "timeline": 1}
     later = archive_status(primary(archive()), status, NOW + timedelta(minutes=5))
     assert later == status  # an idle database: nothing that ticks
 
@@ -114,3 +117,60 @@ def test_the_newest_base_backup_older_than_the_retention_is_kept_the_window_reac
     known = ["2026-12-01T02:00:00Z", "2026-12-02T02:00:00Z", "2026-12-04T02:00:00Z", "2026-12-09T02:00:00Z"]
     kept = base_backups(known, None, since, "7d", now)  # the window starts on 2026-12-03T12:00
     assert kept == ["2026-12-02T02:00:00Z", "2026-12-04T02:00:00Z", "2026-12-09T02:00:00Z"]
+
+
+HISTORY = "1\t0/3000000\tno recovery target specified\n\n2\t0/483EFF60\tno recovery target specified\n"
+
+
+def test_a_history_file_gives_where_each_earlier_timeline_ended():
+    assert parse_history(HISTORY) == {1: 0x3000000, 2: 0x483EFF60}
+    assert parse_history("# a comment\nnot a line\n3 nonsense reason\n") == {}
+    assert parse_history(None) == {}
+
+
+def promoted(timeline: int = 3, *standbys: Standby) -> InstanceFacts:
+    """A new primary on TIMELINE, whose history says timeline 2 ended at 0/483EFF60."""
+    return replace(primary(*standbys), timeline=timeline, switchpoints=tuple(parse_history(HISTORY).items()))
+
+
+def test_a_fork_behind_the_archives_position_is_reported_once_with_the_range_the_failover_lost():
+    before = {"streaming": True, "archivedWAL": "0/80000000", "timeline": 2, "since": "2026-12-01T00:00:00Z"}
+    # The operator read 0/89000000 from the old primary after the last status it wrote: the fresher figure counts.
+    after = archive_status(promoted(), before, NOW, {1: 0x2000000, 2: 0x89000000})
+    fork = {"timeline": 2, "from": "0/483EFF60", "to": "0/89000000", "bytes": 0x89000000 - 0x483EFF60,
+            "keptIn": "diverged-wal/*-tl2"}
+    assert after["diverged"] == [fork] and after["timeline"] == 2
+    again = archive_status(promoted(), after, NOW, {2: 0x89000000})
+    assert again["diverged"] == [fork]  # once, however many passes see it
+    streaming = archive_status(promoted(3, archive(0x90000000)), again, NOW, {2: 0x89000000, 3: 0x90000000})
+    assert streaming["timeline"] == 3 and streaming["diverged"] == [fork]  # kept in status from then on
+    warnings = archive_fork_warnings({"backup": {"archive": before}}, {"backup": {"archive": after}})
+    assert [reason for _, reason, _ in warnings] == ["ArchiveKeptDivergedWAL"]
+    assert "timeline 2 (from 0/483EFF60 to at least 0/89000000)" in warnings[0][2]
+    assert archive_fork_warnings({"backup": {"archive": after}}, {"backup": {"archive": again}}) == []
+
+
+def test_a_fork_at_or_past_the_archives_position_loses_nothing_and_reports_nothing():
+    # A switchover: the archive had everything up to the fork (the new timeline's first WAL), not past it.
+    at_fork = {"archivedWAL": "0/483EFF60", "timeline": 2}
+    assert "diverged" not in archive_status(promoted(), at_fork, NOW, {2: 0x483EFF60})
+    # An archive position from before this code knew the timeline, or on the current timeline: nothing to say.
+    assert "diverged" not in archive_status(promoted(), {"archivedWAL": "0/89000000"}, NOW)
+    assert "diverged" not in archive_status(promoted(), {"archivedWAL": "0/89000000", "timeline": 3}, NOW)
+
+
+def test_the_archive_position_kept_per_timeline_is_the_highest_seen_of_the_newest_three():
+    from datetime import datetime as dt
+
+    from mydb_operator.model.sighting import Sighting, archived_by_timeline
+
+    def seen(timeline: int, flush: int | None) -> Sighting:
+        streaming = {"db-1": 5} | ({"mydb-archive": flush} if flush is not None else {})
+        return Sighting("db-0", dt(2026, 12, 7, tzinfo=UTC), 0, timeline, streaming)
+
+    known = archived_by_timeline({}, seen(1, 0x100))
+    assert archived_by_timeline(known, seen(1, 0x80)) == {1: 0x100}  # never lower
+    assert archived_by_timeline(known, seen(1, None)) == {1: 0x100}  # the archive not streaming: nothing new
+    assert archived_by_timeline(known, None) == {1: 0x100}
+    many = {1: 1, 2: 2, 3: 3}
+    assert archived_by_timeline(many, seen(4, 0x400)) == {2: 2, 3: 3, 4: 0x400}

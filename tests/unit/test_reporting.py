@@ -67,3 +67,32 @@ def test_a_held_change_is_written_once_the_hold_is_over(monkeypatch, api) -> Non
     passes(monkeypatch, api, clock, [(PROGRESS_HOLD_SECONDS, ONE_READY)], stored)
     assert written(api)[-1] == {"phase": "Deploying", "readyReplicas": 1, "message": "1/3 pods ready"}
     assert stored.write_due_in() is None
+
+
+def test_each_answering_replica_reports_its_lag_and_whether_it_is_out_of_the_read_only_service() -> None:
+    pods = [{"metadata": {"name": n, "labels": {"myapp.example.com/role": r}}}
+            for n, r in (("db-0", "primary"), ("db-1", "replica"), ("db-2", "lagging"), ("db-3", "replica"))]
+    instances = [
+        {"name": "db-0", "role": "primary", "lsn": "0/5000000"},
+        {"name": "db-1", "role": "replica", "lagBytes": 0, "state": "streaming"},
+        {"name": "db-2", "role": "replica", "lagBytes": 300_000_000, "state": "not streaming"},
+        {"name": "db-3", "role": "replica", "state": "no answer: timeout"},  # no figure: not reported
+    ]
+    assert reporting.replica_figures(instances, pods) == {"db-1": (0, False), "db-2": (300_000_000, True)}
+
+
+def test_a_replica_no_longer_reported_leaves_the_metrics() -> None:
+    from prometheus_client import REGISTRY
+
+    from mydb_operator.telemetry import metrics
+
+    def lag(pod: str) -> float | None:
+        return REGISTRY.get_sample_value("mydb_replica_lag_bytes", {"namespace": "m", "database": "d", "pod": pod})
+
+    metrics.set_replicas(("m", "d"), {"d-1": (10, False), "d-2": (900, True)})
+    assert (lag("d-1"), lag("d-2")) == (10, 900)
+    assert REGISTRY.get_sample_value("mydb_replica_behind", {"namespace": "m", "database": "d", "pod": "d-2"}) == 1
+    metrics.set_replicas(("m", "d"), {"d-1": (0, False)})
+    assert (lag("d-1"), lag("d-2")) == (0, None)
+    metrics.set_replicas(("m", "d"), {})
+    assert lag("d-1") is None

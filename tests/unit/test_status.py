@@ -152,7 +152,7 @@ def test_a_stalled_archive_turns_backup_healthy_false_30_s_after_the_primary_las
                              primary=seen(Standby("mydb-archive", "streaming", "async", 0x3000000, None, 1.0))),
                              previous={}, now=T0)
     assert streaming["backup"]["archive"] == {"streaming": True, "archivedWAL": "0/3000000", "lagBytes": 0,
-                                              "since": T0}
+                                              "since": T0, "timeline": 1}
     assert cond(streaming, "BackupHealthy")["reason"] == "BackupSucceeded"
     assert (streaming["backup"]["firstRecoverablePoint"], streaming["backup"]["lastBaseBackup"]) == (T0, T0)
     gone = build_status(Wanted("db", "ns", 4, SPEC), Happened(observation, applied=APPLIED, problem=None,

@@ -100,6 +100,7 @@ async def run_database(
             memo.runtime.watches.forget(key)
             metrics.set_phase(key, None)
             metrics.set_volumes(key, {})
+            metrics.set_replicas(key, {})
 
 
 async def idle_until_poked(

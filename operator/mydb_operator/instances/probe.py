@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from .. import names
-from ..model.instances import InstanceFacts, KeptData, Probe, Standby, Unreachable, kept_facts
+from ..model.instances import InstanceFacts, KeptData, Probe, Standby, Unreachable, kept_facts, parse_history
 from ..model.versions import server_version
 from .connection import CONNECT_SECONDS, FAILURES, Login, Server, failure_text, session
 
@@ -45,7 +45,9 @@ select pg_is_in_recovery() as in_recovery,
    where d like 'diverged-%') as kept,
   (select coalesce(json_agg(json_build_array(slot_name, active) order by slot_name), '[]')
    from pg_replication_slots where slot_type = 'physical' and starts_with(slot_name::text, $2)) as replica_slots,
-  current_setting('primary_slot_name') as slot_name
+  current_setting('primary_slot_name') as slot_name,
+  case when not pg_is_in_recovery() then pg_read_file(
+    'pg_wal/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '.history', 0, 65536, true) end as history
 """
 
 
@@ -76,6 +78,7 @@ async def probe(server: Server, login: Login, connect_seconds: float = CONNECT_S
         kept=tuple(KeptData(k["dir"], kept_facts(k["info"])) for k in json.loads(row["kept"])),
         replica_slots=tuple((name, bool(active)) for name, active in json.loads(row["replica_slots"])),
         slot_name=row["slot_name"] or "",
+        switchpoints=tuple(parse_history(row["history"]).items()),
     )
 
 

@@ -58,6 +58,8 @@ class InstanceFacts:
     kept: tuple[KeptData, ...] = ()  # data kept aside on its volume, oldest first
     replica_slots: tuple[tuple[str, bool], ...] = ()  # a primary's replicas' slots (policy/slots.py), and in use
     slot_name: str = ""  # a standby's primary_slot_name
+    # A primary's history: (earlier timeline, the WAL position where it ended: its next one forked off there).
+    switchpoints: tuple[tuple[int, int], ...] = ()
 
     @property
     def upstream(self) -> str | None:
@@ -79,6 +81,17 @@ Probe = InstanceFacts | Unreachable
 def lsn_text(lsn: int) -> str:
     """PostgreSQL's own spelling of a WAL position: 0/3000060."""
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def parse_history(text: str | None) -> dict[int, int]:
+    """A timeline history file's lines (parent timeline, switch point, reason; tab-separated, # comments) as
+    timeline -> the WAL position where it ended. Lines it cannot read are left out."""
+    found: dict[int, int] = {}
+    for line in (text or "").splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) >= 2 and fields[0].isdigit() and (lsn := parse_lsn(fields[1])) is not None:
+            found[int(fields[0])] = lsn
+    return found
 
 
 def parse_lsn(text: str | None) -> int | None:

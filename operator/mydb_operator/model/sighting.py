@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .. import names
 from .instances import InstanceFacts, Probe
 
 STREAMING = "streaming"
@@ -43,3 +44,17 @@ def latest(known: Sighting | None, seen: Sighting | None) -> Sighting | None:
     """The sighting to keep: the new one, else the known one (kept through a failover: the choice of the
     replica to promote is checked against the old primary's until the new one answers)."""
     return seen if seen is not None else known
+
+
+# Timelines whose archive position is kept: a few failovers in a row, not a history.
+ARCHIVED_TIMELINES = 3
+
+
+def archived_by_timeline(known: Mapping[int, int], seen: Sighting | None) -> dict[int, int]:
+    """The WAL the archive confirmed on each recent timeline, as the primaries said (a failover's new timeline
+    may fork off before it: policy/archive.forked_behind_archive), with SEEN's figure added."""
+    found = dict(known)
+    flush = seen.streaming.get(names.ARCHIVE_APPLICATION_NAME) if seen is not None else None
+    if seen is not None and seen.timeline is not None and flush:
+        found[seen.timeline] = max(found.get(seen.timeline, 0), flush)
+    return {timeline: found[timeline] for timeline in sorted(found)[-ARCHIVED_TIMELINES:]}

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import names
-from ..model.instances import InstanceFacts, lsn_text
+from ..model.instances import InstanceFacts, lsn_text, parse_lsn
 from ..model.retention import retention_seconds
 from ..model.timestamps import parse_time, rfc3339
 
@@ -20,10 +20,15 @@ from ..model.timestamps import parse_time, rfc3339
 SILENT_SECONDS = 20.0
 # How long the archive may be away (a restart, a failover's new primary) before BackupHealthy says so.
 STALL_SECONDS = 30
+# How many forks past the archive's position status lists, newest last.
+DIVERGED_KEPT = 10
 
 
-def archive_status(primary: InstanceFacts, previous: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """status.backup.archive from the primary's answer and the last status's archive entry."""
+def archive_status(
+    primary: InstanceFacts, previous: Mapping[str, Any], now: datetime, archived: Mapping[int, int] | None = None
+) -> dict[str, Any]:
+    """status.backup.archive from the primary's answer, the last status's archive entry and ARCHIVED, the WAL
+    the archive confirmed on each recent timeline as the operator last read it (fresher than any status)."""
     walsender = next((s for s in primary.standbys if s.name == names.ARCHIVE_APPLICATION_NAME), None)
     streaming = (
         walsender is not None
@@ -35,8 +40,16 @@ def archive_status(primary: InstanceFacts, previous: Mapping[str, Any], now: dat
     if walsender is not None and walsender.flush_lsn is not None:
         status["archivedWAL"] = lsn_text(walsender.flush_lsn)
         status["lagBytes"] = max(0, primary.wal_lsn - walsender.flush_lsn)
+        if primary.timeline is not None:
+            status["timeline"] = primary.timeline
     else:
-        status.update({k: previous[k] for k in ("archivedWAL",) if k in previous})
+        status.update({k: previous[k] for k in ("archivedWAL", "timeline") if k in previous})
+    diverged = list(previous.get("diverged") or [])
+    for fork in forked_behind_archive(primary, previous, archived or {}):
+        if not any((d.get("timeline"), d.get("from")) == (fork["timeline"], fork["from"]) for d in diverged):
+            diverged.append(fork)
+    if diverged:
+        status["diverged"] = diverged[-DIVERGED_KEPT:]
     if primary.archive_slot:
         status["slot"] = primary.archive_slot
     status["since"] = previous.get("since") or rfc3339(now)  # when the operator first saw it: never changes
@@ -45,6 +58,37 @@ def archive_status(primary: InstanceFacts, previous: Mapping[str, Any], now: dat
         silent = walsender.reply_age if walsender is not None and walsender.reply_age is not None else 0.0
         status["stalledSince"] = previous.get("stalledSince") or rfc3339(now - timedelta(seconds=silent))
     return status
+
+
+def forked_behind_archive(
+    primary: InstanceFacts, previous: Mapping[str, Any], archived: Mapping[int, int]
+) -> list[dict[str, Any]]:
+    """The WAL the archive holds of earlier timelines past the points where PRIMARY's history left them:
+    commits a failover lost, which the archive keeps aside (wal-archive.sh, diverged-wal/).
+
+    ARCHIVED is what the archive confirmed on each timeline as the operator last read it from that timeline's
+    primary; PREVIOUS, the last status's archive entry, stands in for what an operator that started since
+    did not read. The archive may hold a little more than it confirmed then, never less."""
+    positions = dict(archived)
+    old, lsn = previous.get("timeline"), parse_lsn(previous.get("archivedWAL"))
+    if isinstance(old, int) and lsn is not None:
+        positions[old] = max(positions.get(old, 0), lsn)
+    ends = dict(primary.switchpoints)
+    found = []
+    for timeline, position in sorted(positions.items()):
+        end = ends.get(timeline)
+        if primary.timeline is None or timeline >= primary.timeline or end is None or position <= end:
+            continue
+        found.append(
+            {
+                "timeline": timeline,
+                "from": lsn_text(end),
+                "to": lsn_text(position),
+                "bytes": position - end,
+                "keptIn": f"diverged-wal/*-tl{timeline}",
+            }
+        )
+    return found
 
 
 def archive_health(release: str, archive: Mapping[str, Any], now: datetime) -> tuple[bool, str, str] | None:

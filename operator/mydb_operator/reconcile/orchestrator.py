@@ -14,7 +14,7 @@ from ..status.build import Happened, Wanted, build_status
 from ..status.phases import DEPLOYING, PENDING
 from ..status.primary import PrimaryView
 from ..status.problem import Problem
-from ..status.warnings import kept_data_warnings, warnings_for
+from ..status.warnings import archive_fork_warnings, kept_data_warnings, warnings_for
 from .certificates import CertificateState, keep_certificates, reload_where_due
 from .clock import now
 from .converging import converge
@@ -114,14 +114,18 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         operation=outcome.operation,
         storage_blocked=outcome.storage_blocked,
         on_demand=on_demand,
-        primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note),
+        primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note, topology.archived),
         upgrade=upgrade.state,
         tls=certificates.status,
         storage=volumes.status,
         full=volumes.full,
     )
     outcome.status = build_status(Wanted(name, namespace, generation, spec, runtime.port), happened, previous, now())
-    outcome.events += warnings_for(previous, outcome.status) + kept_data_warnings(previous, outcome.status)
+    outcome.events += (
+        warnings_for(previous, outcome.status)
+        + kept_data_warnings(previous, outcome.status)
+        + archive_fork_warnings(previous, outcome.status)
+    )
     if outcome.status.get("phase") not in (PENDING, DEPLOYING):  # up, hibernated or failed: its turn is over
         runtime.rollouts.leave((namespace, name))
     return outcome

@@ -55,6 +55,7 @@ class Topology:
     note: str = ""  # a planned move that waits (a scale-down), for the status message
     failed: bool = False  # the API refused a step: the rest of the pass goes on, the daemon retries soon
     reads_position: bool = False  # the primary's position is to be read between passes (topology.read_position)
+    archived: dict[int, int] = field(default_factory=dict)  # timeline -> the WAL the archive confirmed on it
 
 
 def settings_of(spec: DatabaseSpec | None) -> HaSettings:

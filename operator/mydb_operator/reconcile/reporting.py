@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import names
+from ..model.pods import Object, role_label
 from ..status.patch import PROGRESS_HOLD_SECONDS, hold_for, status_patch
 from ..telemetry import metrics
 from .orchestrator import reconcile
@@ -44,10 +46,24 @@ async def reconcile_and_store(body: dict[str, Any], stored: StoredStatus, runtim
         metrics.STATUS_WRITES.inc()
         stored.status, stored.held_since = outcome.status, None
     metrics.set_phase((namespace, name), outcome.status["phase"])
+    metrics.set_replicas(
+        (namespace, name), replica_figures(outcome.status.get("instances") or [], outcome.observed.pods)
+    )
     metrics.RECONCILES.labels("problem" if outcome.problem else "ok").inc()
     if outcome.problem:
         metrics.ERRORS.labels(outcome.problem.reason).inc()
     return outcome
+
+
+def replica_figures(instances: list[dict[str, Any]], pods: list[Object]) -> dict[str, tuple[int, bool]]:
+    """Pod -> (lag bytes, behind) for each replica that answered: behind while its pod is labelled lagging
+    (out of the read-only Service, policy/lagging.py)."""
+    lagging = {p["metadata"]["name"] for p in pods if role_label(p) == names.LAGGING}
+    return {
+        entry["name"]: (int(entry["lagBytes"]), entry["name"] in lagging)
+        for entry in instances
+        if entry.get("role") == names.REPLICA and "lagBytes" in entry
+    }
 
 
 def count_api_failure(reason: str) -> None:

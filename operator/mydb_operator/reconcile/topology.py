@@ -70,7 +70,8 @@ async def keep_primary(
     for _ in range(ROUNDS):
         step.report.probes = await step.servers.ask(step.pods)
         members = step.members(settings, previous, watch.sighting, watch.watching_since, full, was_full)
-        watch.sighting = members.sighting
+        watch.saw(members.sighting)
+        step.report.archived = dict(watch.archived)
         decided = plan(members)
         if failover_on_an_unasked_primary(decided, members):
             # The decision stands on the pod's readiness: ask the primary's server itself first.
@@ -120,7 +121,7 @@ async def read_position(namespace: str, name: str, spec: DatabaseSpec | None, ru
     seen = sighting_of(primary, {primary: answer} if answer is not None else {}, datetime.now(UTC))
     if seen is None:
         return False
-    runtime.watches.of((namespace, name)).sighting = seen
+    runtime.watches.of((namespace, name)).saw(seen)
     return True
 
 

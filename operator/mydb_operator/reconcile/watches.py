@@ -6,10 +6,10 @@ did not read (policy/candidates.py). Touched only from the event loop."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..model.sighting import Sighting
+from ..model.sighting import Sighting, archived_by_timeline
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -18,6 +18,12 @@ Key = tuple[str, str]  # (namespace, name)
 class PrimaryWatch:
     sighting: Sighting | None = None  # the recorded primary's last answer as a primary
     watching_since: datetime | None = None  # when a pass first saw it down while a replica could take over
+    archived: dict[int, int] = field(default_factory=dict)  # timeline -> the WAL the archive confirmed on it
+
+    def saw(self, sighting: Sighting | None) -> None:
+        """Keep SIGHTING (None: the primary did not answer as one; the last one stays) and its archive figure."""
+        self.sighting = sighting
+        self.archived = archived_by_timeline(self.archived, sighting)
 
 
 class PrimaryWatches:

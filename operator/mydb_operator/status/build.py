@@ -184,7 +184,7 @@ def archive_entry(
     known: dict[str, Any] = (previous.get("backup") or {}).get("archive") or {}
     primary = view.probes.get(recorded_primary(release, view.record))
     if isinstance(primary, InstanceFacts) and not primary.in_recovery:
-        return archive_status(primary, known, parse_time(now) or datetime.now(UTC))
+        return archive_status(primary, known, parse_time(now) or datetime.now(UTC), view.archived)
     return known
 
 

@@ -26,6 +26,7 @@ class PrimaryView:
     probes: Mapping[str, Probe] = field(default_factory=dict)
     plan: Plan = field(default_factory=lambda: Plan((), STARTING))
     note: str = ""  # a planned move that waits
+    archived: Mapping[int, int] = field(default_factory=dict)  # timeline -> the WAL the archive confirmed on it
 
 
 def confirmed_primary(release: str, view: PrimaryView, pods: list[Object]) -> str | None:

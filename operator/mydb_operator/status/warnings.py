@@ -61,3 +61,24 @@ def kept_data_warnings(previous: dict[str, Any], status: dict[str, Any]) -> list
             )
             warnings.append(("Warning", "DivergedDataKept", message))
     return warnings
+
+
+def archive_fork_warnings(previous: dict[str, Any], status: dict[str, Any]) -> list[Event]:
+    """One Warning for each range of WAL the archive newly holds past a failover's fork (policy/archive.py):
+    commits no server has, kept on the backup volume."""
+
+    def forks(of: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(((of.get("backup") or {}).get("archive") or {}).get("diverged") or [])
+
+    known = {(d.get("timeline"), d.get("from")) for d in forks(previous)}
+    return [
+        (
+            "Warning",
+            "ArchiveKeptDivergedWAL",
+            f"the WAL archive holds {d.get('bytes')} bytes of timeline {d.get('timeline')} (from {d.get('from')} "
+            f"to at least {d.get('to')}) that the new primary does not have: commits the failover lost, kept as "
+            f"{d.get('keptIn')} on the backup volume; see docs/backups.md, Diverged WAL",
+        )
+        for d in forks(status)
+        if (d.get("timeline"), d.get("from")) not in known
+    ]

@@ -52,8 +52,21 @@ VOLUME_CAPACITY_BYTES = Gauge(
     "mydb_volume_capacity_bytes", "Size of a pod's data volume's filesystem.", ["namespace", "database", "pod"]
 )
 
+REPLICA_LAG_BYTES = Gauge(
+    "mydb_replica_lag_bytes",
+    "Bytes of WAL a replica has yet to replay to reach its primary's position, as both servers last answered.",
+    ["namespace", "database", "pod"],
+)
+REPLICA_BEHIND = Gauge(
+    "mydb_replica_behind",
+    "1 while a replica is out of the read-only Service and no failover target: not streaming, on another "
+    "timeline, or further behind than maxLagOnFailover; else 0.",
+    ["namespace", "database", "pod"],
+)
+
 _phases: dict[tuple[str, str], str] = {}
 _volumes: dict[tuple[str, str], set[str]] = {}  # database -> the pods whose volume figures are reported
+_replicas: dict[tuple[str, str], set[str]] = {}  # database -> the replicas whose figures are reported
 _reported: set[str] = set()
 
 
@@ -79,6 +92,19 @@ def set_volumes(key: tuple[str, str], figures: dict[str, tuple[int, int]]) -> No
         VOLUME_CAPACITY_BYTES.labels(*key, pod).set(capacity)
     if figures:
         _volumes[key] = set(figures)
+
+
+def set_replicas(key: tuple[str, str], figures: dict[str, tuple[int, bool]]) -> None:
+    """One database's replicas, pod -> (lag bytes, behind); a pod no longer a replica, or not answering, is
+    dropped rather than left at a stale figure."""
+    for pod in _replicas.pop(key, set()) - set(figures):
+        REPLICA_LAG_BYTES.remove(*key, pod)
+        REPLICA_BEHIND.remove(*key, pod)
+    for pod, (lag, behind) in figures.items():
+        REPLICA_LAG_BYTES.labels(*key, pod).set(lag)
+        REPLICA_BEHIND.labels(*key, pod).set(1 if behind else 0)
+    if figures:
+        _replicas[key] = set(figures)
 
 
 @asynccontextmanager

@@ -1,0 +1,173 @@
+"""A node that stops answering and comes back, on the real node.
+
+The node's kubelet is stopped (SIGSTOP) for longer than the node controller's
+grace, and for the same time the host, where the operator runs, cannot reach
+any primary's pod (iptables drops what it sends there). Every container keeps
+running: clients beside the servers keep writing to each primary directly, and
+through the read-write Service until the node controller marks every pod of
+the node not ready. The kubelet and the link then come back together.
+
+Two databases share the one blip: `current`, whose replicas stream, and
+`stale`, whose only replica stopped receiving WAL well past `wal_keep_size`
+before the blip. Neither may fail over, on the blip or on the return (the
+operator once failed a healthy primary over to a replica 1 GB behind the
+moment the node came back, and deleted the only copy of 868 acknowledged
+commits); every acknowledged row must be on the primary at the end, and on
+the replicas once they caught up. A serial test: the kubelet of the one real
+node stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from .conftest import wait_ready
+from .primaries import Writer, hang, missing_writes, pod_ip, primaries, resume, sql_at, wait_until
+from .realnode import NODE_NAME
+from .test_failover import condition, events, receiver_pid, status
+from .test_real_postgres import wait_streaming
+from .waiting import get_json, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+DATABASES = {
+    "current": {"replicas": 3},
+    # wal_keep_size small, so that what the stale replica misses is past it: only its slot keeps that WAL.
+    "stale": {"replicas": 2, "postgresql": {"parameters": {"wal_keep_size": "16MB"}}},
+}
+ROLE_LABEL = "myapp.example.com/role"
+
+
+def test_a_node_that_stops_answering_keeps_its_primaries_and_every_acknowledged_row(
+        cluster, real_operator, namespace):
+    for name, spec in DATABASES.items():
+        body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name},
+                "spec": {"version": "15.2", "storage": "1Gi", **spec}}
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    for name, spec in DATABASES.items():
+        wait_ready(cluster, namespace, name, timeout=300)
+        wait_streaming(cluster, namespace, f"{name}-0", spec["replicas"] - 1)
+    pods = {name: [f"{name}-{i}" for i in range(spec["replicas"])] for name, spec in DATABASES.items()}
+    addresses = {name: pod_ip(cluster, namespace, f"{name}-0") for name in DATABASES}
+    writers = [Writer(cluster, namespace, name, f"{name}-{how}", host=address, pause=0.2)
+               for name in DATABASES for how, address in (("service", ""), ("direct", addresses[name]))]
+
+    # The stale replica's WAL receiver hangs (its pod stays ready) while its primary writes 4 x wal_keep_size.
+    receiver = wait_for("stale-1's WAL receiver", lambda: receiver_pid(cluster, namespace, "stale-1"), timeout=30)
+    hang(receiver)
+    try:
+        sql_at(cluster, namespace, "stale-0", "create table filler as select repeat('x', 1000) as filler "
+                                              "from generate_series(1, 60000)")
+        behind = wait_for("Degraded ReplicasBehind naming stale-1", lambda: (lambda c: c if c.get(
+            "reason") == "ReplicasBehind" and "stale-1" in c.get("message", "") else None)(
+            condition(cluster, namespace, "Degraded", "stale")), timeout=60)
+        assert behind["status"] == "True", behind
+        assert condition(cluster, namespace, "Ready", "stale")["reason"] != "AllReplicasReady"
+        wait_for("stale-1 out of the read-only Service", lambda: role(cluster, namespace, "stale-1") == "lagging",
+                 timeout=30)
+        wait_for("the metrics to say so", lambda: replica_metrics(real_operator, namespace, "stale").get(
+            "stale-1", (0, 0))[1] == 1, timeout=30)
+        primaries_before = {name: status(cluster, namespace, name)["primary"] for name in DATABASES}
+        assert primaries_before == {"current": "current-0", "stale": "stale-0"}
+
+        out = blip(cluster, namespace, list(addresses.values()), pods)
+
+        wait_ready(cluster, namespace, "current", timeout=120)
+        # No failover on the return either: the primaries answer as primaries, and are kept.
+        assert wait_until(20, lambda: any(failovers(cluster, namespace, name) for name in DATABASES))
+        for name in DATABASES:
+            assert status(cluster, namespace, name)["primary"] == f"{name}-0"
+            assert primaries(cluster, namespace, pods[name]) == [f"{name}-0"]
+        degraded = condition(cluster, namespace, "Degraded", "stale")
+        assert degraded["status"] == "True" and "stale-1" in degraded["message"], degraded
+    finally:
+        resume(receiver)
+    wait_for("stale-1 streaming and caught up: Degraded clears", lambda: condition(
+        cluster, namespace, "Degraded", "stale").get("status") == "False", timeout=120)
+    wait_ready(cluster, namespace, "stale", timeout=60)
+    wait_for("stale-1 back in the read-only Service", lambda: role(cluster, namespace, "stale-1") == "replica",
+             timeout=30)
+    wait_for("the metrics to say so", lambda: replica_metrics(real_operator, namespace, "stale").get(
+        "stale-1", (0, 1))[1] == 0, timeout=30)
+
+    made = {writer.name: writer.halt() for writer in writers}
+    for writer, writes in made.items():
+        name = writer.split("-")[0]
+        acknowledged = [w for w in writes if w.ok]
+        assert acknowledged, f"{writer} had no write acknowledged"
+        for pod in pods[name]:
+            wait_for(f"{writer}'s acknowledged rows on {pod}", lambda pod=pod, writes=writes: not
+                     missing_writes(cluster, namespace, pod, writes), timeout=60)
+    # The primaries served their direct clients while the node was out: the blip lost no client of theirs.
+    for name in DATABASES:
+        direct = [w for w in made[f"{name}-direct"] if w.ok and out[0] < w.at < out[1]]
+        assert direct, f"no write acknowledged directly by {name}-0 during the blip"
+
+
+def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) -> tuple[float, float]:
+    """The kubelet stopped and the host cut from the addresses CUT, past the node's grace: the node Unknown,
+    every pod of it not ready, the operator saying why it does not fail over; then both back at once.
+    Returns when it began and ended (time.time())."""
+    kubelet = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
+    rules = [["OUTPUT", "-d", f"{address}/32", "-j", "DROP"] for address in cut]
+    for rule in rules:
+        subprocess.run(["iptables", "-w", "-I", *rule], check=True)
+    os.kill(kubelet, signal.SIGSTOP)
+    began = time.time()
+    try:
+        wait_for("the node Unknown", lambda: node_ready(cluster) == "Unknown", timeout=120, interval=1)
+        every = [pod for listed in pods.values() for pod in listed]
+        wait_for("every pod not ready", lambda: not [p for p in every if pod_ready(cluster, namespace, p)],
+                 timeout=30)
+        for name in pods:
+            wait_for(f"{name}: no failover, and why", lambda name=name: condition(
+                cluster, namespace, "Failover", name).get("reason") == "NoEligibleReplica", timeout=30)
+        time.sleep(10)  # past failoverDelay and a resync with nothing to see
+        for name in pods:
+            assert not failovers(cluster, namespace, name)
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+        for rule in rules:
+            subprocess.run(["iptables", "-w", "-D", *rule], check=False)
+    ended = time.time()
+    wait_for("the node Ready again", lambda: node_ready(cluster) == "True", timeout=60, interval=1)
+    return began, ended
+
+
+def failovers(cluster, namespace: str, name: str) -> list[dict]:
+    return [e for e in events(cluster, namespace, "FailoverStarted") if e["involvedObject"]["name"] == name]
+
+
+def node_ready(cluster) -> str:
+    conditions = get_json(cluster, "node", NODE_NAME).get("status", {}).get("conditions") or []
+    return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
+
+
+def pod_ready(cluster, namespace: str, pod: str) -> bool:
+    conditions = get_json(cluster, "-n", namespace, "pod", pod).get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def role(cluster, namespace: str, pod: str) -> str:
+    return get_json(cluster, "-n", namespace, "pod", pod)["metadata"].get("labels", {}).get(ROLE_LABEL, "")
+
+
+def replica_metrics(operator, namespace: str, database: str) -> dict[str, tuple[float, float]]:
+    """Pod -> (mydb_replica_lag_bytes, mydb_replica_behind), as the operator's /metrics says."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name not in ("mydb_replica_lag_bytes", "mydb_replica_behind"):
+            continue
+        for sample in family.samples:
+            if sample.labels.get("namespace") == namespace and sample.labels.get("database") == database:
+                found.setdefault(sample.labels["pod"], {})[family.name] = sample.value
+    return {pod: (v.get("mydb_replica_lag_bytes", -1), v.get("mydb_replica_behind", -1)) for pod, v in found.items()}
