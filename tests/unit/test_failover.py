@@ -724,6 +724,11 @@ def test_a_replica_behind_is_labelled_lagging_out_of_the_read_only_service_and_b
     fresh = [pod(0, role="primary"), pod(1, since=NOW - timedelta(seconds=5)), pod(2)]
     connecting = plan(members(fresh, [primary, replica_facts(1, GiB, receiver="waiting"), replica_facts(2, 3 * GiB)]))
     assert not any(isinstance(a, Label) and a.pod == "db-1" for a in connecting.actions)
+    # A lagging replica that turned ready again (its node came back) stays out until judged: settling is no
+    # reason to serve reads of data it has not shown to be current.
+    back = [pod(0, role="primary"), pod(1, role="lagging", since=NOW - timedelta(seconds=5)), pod(2)]
+    settling = plan(members(back, [primary, replica_facts(1, GiB), replica_facts(2, 3 * GiB)]))
+    assert not any(isinstance(a, Label) and a.pod == "db-1" for a in settling.actions), settling.actions
     # Ready waits for the read-only Service to route to the replicas that are not lagging only.
     assert routing_gap("db", "db-0", lagging, {"db": ("db-0",), "db-ro": ("db-2",)}) is None
     assert routing_gap("db", "db-0", lagging, {"db": ("db-0",), "db-ro": ("db-1", "db-2")}) is not None

@@ -72,7 +72,7 @@ def replica_role(members: Members, pod: Object, facts: InstanceFacts | None) -> 
         and not just_promoted(members.record, members.now)
     )
     if not judged:
-        return names.LAGGING if current == names.LAGGING and facts is None else names.REPLICA
+        return names.LAGGING if current == names.LAGGING else names.REPLICA
     assert primary is not None and facts is not None
     behind = why_behind(primary, facts, members.settings.max_lag, strict=current == names.LAGGING)
     return names.LAGGING if behind is not None else names.REPLICA
