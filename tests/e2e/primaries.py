@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +54,24 @@ def resume(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@contextmanager
+def stream_cut(cluster, namespace: str, primary: str, replicas: list[str]) -> Iterator[None]:
+    """PRIMARY's server sends nothing more to REPLICAS: what it sends from its port is dropped on the pods'
+    bridge (iptables FORWARD), so they stay connected and receive nothing, and the archive and clients keep
+    reaching it. (A hung WAL receiver would not do: it reads what its socket buffered the moment it resumes.)
+    Lifted on leaving; by then the primary's server should be gone, or the kernel retransmits what it held."""
+    source = pod_ip(cluster, namespace, primary)
+    rules = [["FORWARD", "-s", f"{source}/32", "-d", f"{pod_ip(cluster, namespace, pod)}/32", "-p", "tcp",
+              "--sport", "5432", "-j", "DROP"] for pod in replicas]
+    try:
+        for rule in rules:
+            subprocess.run(["iptables", "-w", "-I", *rule], check=True)
+        yield
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-w", "-D", *rule], check=False, capture_output=True)
 
 
 def sql_at(cluster, namespace: str, pod: str, query: str) -> str | None:

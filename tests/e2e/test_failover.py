@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import calendar
 import json
+import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -31,6 +33,7 @@ from .primaries import (
     primaries,
     resume,
     sql_at,
+    stream_cut,
     unavailable,
     wait_until,
 )
@@ -218,27 +221,23 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
     old_ip = pod_ip(cluster, namespace, old)
     writer = Writer(cluster, namespace, "ha")
-    # The archive ahead of every replica: their WAL receivers hang while the primary commits a tail, which the
-    # archive alone receives; the operator reads the archive's position with the primary's (every 10 s).
-    receivers = [wait_for(f"{pod}'s WAL receiver", lambda: receiver_pid(cluster, namespace, pod), timeout=30)
-                 for pod in replicas]
+    # The archive ahead of every replica: the stream to the replicas is cut while the primary commits a tail,
+    # which the archive alone receives; the operator reads the archive's position with the primary's (every
+    # 10 s). The cut lasts until the former primary's server is gone (the fencing kills it).
     pid = postgres_pid(cluster, namespace, old)
-    for receiver in receivers:
-        hang(receiver)
-    try:
+    with stream_cut(cluster, namespace, old, replicas):
         tail = sql_at(cluster, namespace, old, "create table tail as select generate_series(1, 50) as id; "
                                                "select pg_current_wal_lsn()")
         wait_for("the archive to have the tail", lambda: archived(cluster, namespace, old), timeout=30)
         time.sleep(12)
         hung = time.time()
         hang(pid)
-    finally:
-        for receiver in receivers:
-            resume(receiver)
-    try:
-        first = wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
-    finally:
-        resumed = resume(pid)
+        try:
+            first = wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
+        finally:
+            resumed = resume(pid)
+        wait_for(f"{old}'s server gone", lambda: not resumed or postgres_pid_or_none(cluster, namespace, old) != pid,
+                 timeout=60)
     new = status(cluster, namespace)["targetPrimary"]
     assert new in replicas and first.server == pod_ip(cluster, namespace, new)
     print(f"\nhung primary: first write on {new} {first.at - hung:.1f}s after the hang"
@@ -512,20 +511,38 @@ def test_a_database_unseen_longer_than_failover_delay_keeps_its_primary_when_it_
     assert primaries(cluster, namespace, list(pods)) == ["two-0"]
 
 
-def test_a_primary_pod_that_cannot_come_back_is_replaced(cluster, ha, second):
+def test_a_primary_pod_that_cannot_come_back_is_replaced_and_keeps_what_it_cannot_rewind(cluster, ha, second):
     """The primary's pod is deleted and stays Terminating, as a lost node's pod does until the node is gone: its
     server stops, and no new pod of that name can start. A replica takes over; once the old pod is released,
     it returns as a replica of the new primary. (A finalizer holds it: cordoning the node would hold every
-    other test's new pods on it too.)"""
+    other test's new pods on it too.)
+
+    It had committed a tail the replicas never received (their WAL receivers hung), and while it is held
+    the WAL pg_rewind needs is removed from its volume: its data cannot be rewound. It is kept aside, not
+    deleted (it used to be): status and a Warning report it, the pod clones the new primary beside it, and
+    the kept data starts by hand as docs/high-availability.md says, with the tail in it."""
     namespace = second
-    cluster.kubectl("patch", "-n", namespace, "mydb/two", "--type=merge", "-p", '{"spec": {"failoverDelay": 0}}')
+    # The switch to a new segment below puts the primary up to a segment (16 MB) ahead of the cut-off replicas.
+    cluster.kubectl("patch", "-n", namespace, "mydb/two", "--type=merge", "-p",
+                    '{"spec": {"failoverDelay": 0, "maxLagOnFailover": "64Mi"}}')
     write_rows(cluster, namespace, "two-0")
     for pod in ("two-1", "two-2"):
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
-    cluster.kubectl("patch", "pod", "-n", namespace, "two-0", "--type=merge", "-p",
-                    json.dumps({"metadata": {"finalizers": [LOST_NODE]}}))
+    held = False
     try:
-        cluster.kubectl("delete", "pod", "-n", namespace, "two-0", "--grace-period=1", "--wait=false")
+        with stream_cut(cluster, namespace, "two-0", ["two-1", "two-2"]):
+            # The tail, then a checkpoint in a new segment: crash recovery of the kept data starts there, while
+            # pg_rewind must read back to a checkpoint before the fork, in the segments removed below.
+            for statement in ("create table tail as select generate_series(1, 50) as id", "select pg_switch_wal()",
+                              "checkpoint"):
+                assert sql_at(cluster, namespace, "two-0", statement) is not None, statement
+            redo = sql_at(cluster, namespace, "two-0", "select pg_walfile_name(redo_lsn) from pg_control_checkpoint()")
+            cluster.kubectl("patch", "pod", "-n", namespace, "two-0", "--type=merge", "-p",
+                            json.dumps({"metadata": {"finalizers": [LOST_NODE]}}))
+            held = True
+            cluster.kubectl("delete", "pod", "-n", namespace, "two-0", "--grace-period=1", "--wait=false")
+            wait_for("two-0's server gone", lambda: not any(c.get("state", {}).get("running") for c in get_json(
+                cluster, "-n", namespace, "pod", "two-0")["status"].get("containerStatuses") or []), timeout=60)
         wait_for("a new primary", lambda: status(cluster, namespace, "two").get("primary") in ("two-1", "two-2")
                  and condition(cluster, namespace, "Failover", "two").get("reason") == "Stable", timeout=120)
         new = status(cluster, namespace, "two")["primary"]
@@ -536,17 +553,48 @@ def test_a_primary_pod_that_cannot_come_back_is_replaced(cluster, ha, second):
         wait_for("a write through the read-write Service", lambda: cluster.kubectl(
             "exec", "-n", namespace, other, "-c", "postgres", "--", "sh", "-c", write, check=False).returncode == 0,
             timeout=60)
-        held = get_json(cluster, "-n", namespace, "pod", "two-0")
-        assert held["metadata"].get("deletionTimestamp") and not any(
-            c.get("state", {}).get("running") for c in held["status"].get("containerStatuses") or []), held["status"]
+        terminating = get_json(cluster, "-n", namespace, "pod", "two-0")
+        assert terminating["metadata"].get("deletionTimestamp") and not any(c.get("state", {}).get("running") for c in (
+            terminating["status"].get("containerStatuses") or [])), terminating["status"]
         assert condition(cluster, namespace, "Ready", "two")["status"] == "False"  # 2 of 3 pods: not Ready
+        wal = volume_path(cluster, namespace, "data-two-0") / "pgdata" / "pg_wal"
+        removed = [f for f in wal.iterdir() if re.fullmatch(r"[0-9A-F]{24}", f.name) and f.name < redo]
+        assert removed, sorted(f.name for f in wal.iterdir())
+        for segment in removed:
+            segment.unlink()
     finally:
-        cluster.kubectl("patch", "pod", "-n", namespace, "two-0", "--type=json", "-p",
-                        json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]), check=False)
+        if held:
+            cluster.kubectl("patch", "pod", "-n", namespace, "two-0", "--type=json", "-p",
+                            json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]), check=False)
     assert rows(cluster, namespace, new) == "101|5151"
     wait_for("two-0 back as a replica", lambda: sql_at(cluster, namespace, "two-0", "select pg_is_in_recovery()")
              == "t", timeout=150)
     settled(cluster, namespace, new, "two")
+    [entry] = [i for i in status(cluster, namespace, "two")["instances"] if i["name"] == "two-0"]
+    [kept] = entry.get("keptData") or [None]
+    assert kept and kept["reason"] == "rewind-failed", entry
+    told(cluster, namespace, "DivergedDataKept", name="two")
+    assert rows(cluster, namespace, "two-0") == "101|5151"  # the clone: the new primary's data
+    # The kept data, started by hand as docs/high-availability.md says, holds the tail no server has.
+    directory = f"/var/lib/postgresql/data/{kept['directory']}"
+    on_pod = ["exec", "-n", namespace, "two-0", "-c", "postgres", "--", "sh", "-c"]
+    cluster.kubectl(*on_pod, f"rm -f {directory}/postmaster.pid && touch {directory}/standby.signal && "
+                    f"pg_ctl -D {directory} -l /tmp/kept.log -w start -o \"-p 5433 -c listen_addresses='' "
+                    "-c unix_socket_directories=/tmp -c primary_conninfo=''\"")
+    try:
+        counted = cluster.kubectl(*on_pod, 'PGPASSWORD="$(cat "$CREDENTIALS_DIR/password")" psql -h /tmp -p 5433 '
+                                  '-U "$(cat "$CREDENTIALS_DIR/username")" -d postgres -XAtqc '
+                                  '"select count(*) from tail"').stdout.strip()
+        assert counted == "50", counted
+    finally:
+        cluster.kubectl(*on_pod, f"pg_ctl -D {directory} -m fast -w stop", check=False)
+
+
+def volume_path(cluster, namespace: str, claim: str) -> Path:
+    """Where CLAIM's volume is on this machine (the real node's `local` or hostPath PersistentVolume)."""
+    volume = get_json(cluster, "pv", get_json(cluster, "-n", namespace, "pvc", claim)["spec"]["volumeName"])
+    source = volume["spec"].get("local") or volume["spec"].get("hostPath")
+    return Path(source["path"])
 
 
 def test_an_operator_killed_in_the_middle_of_a_failover_finishes_it_after_a_restart(cluster, ha, second):
@@ -631,6 +679,14 @@ def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluste
     wait_for("Degraded to clear once the replicas stream again", lambda: condition(
         cluster, namespace, "Degraded", "two").get("status") == "False", timeout=60)
     assert condition(cluster, namespace, "Ready", "two")["reason"] == "AllReplicasReady"
+
+
+def postgres_pid_or_none(cluster, namespace: str, pod: str) -> int | None:
+    """The host PID of POD's postmaster, or None while its container does not run."""
+    try:
+        return postgres_pid(cluster, namespace, pod)
+    except (AssertionError, StopIteration, KeyError):
+        return None
 
 
 def receiver_pid(cluster, namespace: str, pod: str) -> int | None:
