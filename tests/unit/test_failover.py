@@ -774,11 +774,14 @@ def test_a_replica_left_on_the_old_timeline_not_streaming_is_restarted_once_to_r
     is no such replica, nor is any while the promotion settles."""
     promoted = NOW - timedelta(minutes=2)
     record = PrimaryRecord("db-1", "db-0", FAILOVER, stamp(promoted - timedelta(seconds=5)), stamp(promoted))
-    new_primary = dataclasses.replace(primary_facts(1, 9000), timeline=2)
-    stuck = replica_facts(2, 9500, receiver="waiting", upstream=1)  # timeline 1, past the fork
+    new_primary = dataclasses.replace(primary_facts(1, 9000), timeline=2, switchpoints=((1, 9200),))
+    stuck = replica_facts(2, 9500, receiver="waiting", upstream=1)  # timeline 1, past the fork (9200)
     pods = [pod(0), pod(1, role="primary"), pod(2)]
     restarted = plan(members(pods, [replica_facts(0, 8000, upstream=1), new_primary, stuck], record=record))
-    assert Restart("db-2", "uid-2") in restarted.actions
+    [restart] = [a for a in restarted.actions if isinstance(a, Restart)]
+    assert (restart.pod, restart.uid) == ("db-2", "uid-2")
+    # The Warning it comes with names the WAL of its own the rewind discards: from the fork to what it received.
+    assert "discards 0/23F0 to 0/251C on it" in restart.why, restart.why
     catching_up = replica_facts(2, 8000, receiver="streaming", upstream=1)
     assert not any(isinstance(a, Restart) for a in plan(members(pods, [new_primary, catching_up],
                                                                 record=record)).actions)
@@ -798,7 +801,9 @@ def test_a_replica_whose_server_exited_saying_it_diverged_is_restarted_at_once()
     crashed["status"]["containerStatuses"] = [{"name": "postgres", "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                                                "lastState": {"terminated": {"exitCode": 4}}}]
     pods = [pod(0, role="primary"), pod(1), crashed]
-    assert Restart("db-2", "uid-2") in plan(members(pods, [primary_facts(0), replica_facts(1, 1000)])).actions
+    [restart] = [a for a in plan(members(pods, [primary_facts(0), replica_facts(1, 1000)])).actions
+                 if isinstance(a, Restart)]
+    assert (restart.pod, restart.uid) == ("db-2", "uid-2") and "history forked" in restart.why, restart
     crashed["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] = 1
     assert not any(isinstance(a, Restart) for a in plan(members(pods, [primary_facts(0),
                                                                       replica_facts(1, 1000)])).actions)

@@ -80,10 +80,12 @@ class UseSlot:
 
 @dataclass(frozen=True)
 class Restart:
-    """Delete the pod (this uid only) so the StatefulSet makes it again from its current template."""
+    """Delete the pod (this uid only) so the StatefulSet makes it again from its current template. WHY, when
+    set: a replica that cannot follow the primary as it is (a Warning says so, with the WAL it discards)."""
 
     pod: str
     uid: str
+    why: str = ""
 
 
 Action = RecordPrimary | Label | Fence | Promote | Repoint | Restart | CreateSlot | DropSlot | UseSlot

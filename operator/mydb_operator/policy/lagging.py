@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from .. import names
-from ..model.instances import InstanceFacts
+from ..model.instances import InstanceFacts, lsn_text
 from ..model.pods import role_label
 from ..model.record import FAILOVER, SWITCHOVER, PrimaryRecord
 from ..model.timestamps import parse_time
@@ -84,9 +84,11 @@ def rejoin_restarts(members: Members) -> list[Action]:
     never follow the new one as they are. Their pods are restarted, once (only a pod made before the promotion):
     the init container rewinds such a replica onto the primary's timeline (follow.sh), or keeps its data aside
     and clones it afresh."""
-    exited = [p for p in members.others() if not deleting(p) and diverged_exit(p)]
-    restarts: list[Action] = [Restart(p["metadata"]["name"], uid_of(p)) for p in exited]
     primary, record = members.facts(members.primary), members.record
+    exited = [p for p in members.others() if not deleting(p) and diverged_exit(p)]
+    restarts: list[Action] = [
+        Restart(p["metadata"]["name"], uid_of(p), rejoin_reason(p["metadata"]["name"], None, primary)) for p in exited
+    ]
     if primary is None or primary.in_recovery or primary.timeline is None or record is None or not record.promoted_at:
         return restarts
     if just_promoted(record, members.now):
@@ -99,8 +101,31 @@ def rejoin_restarts(members: Members) -> list[Action]:
             continue
         behind = facts.timeline is not None and facts.timeline < primary.timeline
         if behind and not settling(pod, members.now) and not made_after(pod, record.promoted_at):
-            restarts.append(Restart(pod["metadata"]["name"], uid_of(pod)))
+            name = pod["metadata"]["name"]
+            restarts.append(Restart(name, uid_of(pod), rejoin_reason(name, facts, primary)))
     return restarts
+
+
+def rejoin_reason(name: str, facts: InstanceFacts | None, primary: InstanceFacts | None) -> str:
+    """Why the replica NAME is restarted to rejoin, and the WAL of its own that the rewind discards when the
+    primary's history says where its timeline forked off the replica's."""
+    if facts is None or primary is None or facts.timeline is None:
+        return (
+            f"{name}'s server stopped: its history forked from the primary's; restarting it to rewind it onto "
+            "the primary's timeline (or keep its data aside and clone)"
+        )
+    fork = dict(primary.switchpoints).get(facts.timeline)
+    if fork is not None and facts.wal_lsn > fork:
+        return (
+            f"{name} received WAL of timeline {facts.timeline} up to {lsn_text(facts.wal_lsn)}, past "
+            f"{lsn_text(fork)} where the primary's timeline {primary.timeline} forked off it: restarting it to "
+            f"rewind onto the primary's timeline, which discards {lsn_text(fork)} to {lsn_text(facts.wal_lsn)} "
+            "on it (the former primary's kept data or the archive may hold those commits)"
+        )
+    return (
+        f"{name} is on timeline {facts.timeline}, not streaming, behind the primary's timeline {primary.timeline}: "
+        "restarting it to follow the primary"
+    )
 
 
 def diverged_exit(pod: Object) -> bool:

@@ -99,7 +99,12 @@ class Pass:
             await self.api.delete_pod(namespace, action.pod, action.uid, None)
             restarted = self.pod(action.pod)
             self.relabel(action.pod, (role_label(restarted) if restarted else None) or names.REPLICA, deleted=True)
-            self.report.events.append(("Normal", "Restarting", f"restarting {action.pod} onto the current template"))
+            if action.why:
+                self.report.events.append(("Warning", "ReplicaDiverged", action.why))
+            else:
+                self.report.events.append(
+                    ("Normal", "Restarting", f"restarting {action.pod} onto the current template")
+                )
         elif isinstance(action, Promote):
             return await self.promote(action.pod)
         elif isinstance(action, Repoint):
