@@ -57,21 +57,28 @@ def resume(pid: int) -> bool:
 
 
 @contextmanager
-def stream_cut(cluster, namespace: str, primary: str, replicas: list[str]) -> Iterator[None]:
+def stream_cut(cluster, namespace: str, primary: str, replicas: list[str], both_ways: bool = False
+               ) -> Iterator[None]:
     """PRIMARY's server sends nothing more to REPLICAS: what it sends from its port is dropped on the pods'
-    bridge (iptables FORWARD), so they stay connected and receive nothing, and the archive and clients keep
+    bridge (iptables, in the raw table: before kube-router's policy chains, which accept what a policy allows
+    and put themselves first again at each sync), so they stay connected and receive nothing, and the archive and clients keep
     reaching it. (A hung WAL receiver would not do: it reads what its socket buffered the moment it resumes.)
+    BOTH_WAYS: their replies are dropped too, so the primary's walsenders give up after wal_sender_timeout
+    (otherwise the replicas' replies keep them waiting, and a clean shutdown with them).
     Lifted on leaving; by then the primary's server should be gone, or the kernel retransmits what it held."""
     source = pod_ip(cluster, namespace, primary)
-    rules = [["FORWARD", "-s", f"{source}/32", "-d", f"{pod_ip(cluster, namespace, pod)}/32", "-p", "tcp",
+    rules = [["PREROUTING", "-s", f"{source}/32", "-d", f"{pod_ip(cluster, namespace, pod)}/32", "-p", "tcp",
               "--sport", "5432", "-j", "DROP"] for pod in replicas]
+    if both_ways:
+        rules += [["PREROUTING", "-s", f"{pod_ip(cluster, namespace, pod)}/32", "-d", f"{source}/32", "-p", "tcp",
+                   "--dport", "5432", "-j", "DROP"] for pod in replicas]
     try:
         for rule in rules:
-            subprocess.run(["iptables", "-w", "-I", *rule], check=True)
+            subprocess.run(["iptables", "-w", "-t", "raw", "-I", *rule], check=True)
         yield
     finally:
         for rule in rules:
-            subprocess.run(["iptables", "-w", "-D", *rule], check=False, capture_output=True)
+            subprocess.run(["iptables", "-w", "-t", "raw", "-D", *rule], check=False, capture_output=True)
 
 
 def sql_at(cluster, namespace: str, pod: str, query: str) -> str | None:

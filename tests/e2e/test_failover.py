@@ -451,7 +451,9 @@ def test_a_deleted_database_is_recovered_to_its_last_commit_from_its_retained_ar
 def second(cluster, ha):
     """Another database in the module's namespace, for the tests that hang or lose its primary."""
     namespace, _ = ha
-    create(cluster, namespace, "two", failoverDelay=12)
+    # A walsender whose replica stopped confirming gives up after wal_sender_timeout, and a clean shutdown waits
+    # for it: 10 s, not the default 60 s, for the switchover whose target is cut off.
+    create(cluster, namespace, "two", failoverDelay=12, postgresql={"parameters": {"wal_sender_timeout": "10s"}})
     return namespace
 
 
@@ -622,6 +624,83 @@ def test_an_operator_killed_in_the_middle_of_a_failover_finishes_it_after_a_rest
     settled(cluster, namespace, recorded, "two")
     assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [recorded]
     assert rows(cluster, namespace, recorded) == "200|20100"
+
+
+def test_a_switchover_to_a_replica_that_missed_the_last_wal_is_aborted_and_loses_nothing(cluster, ha, second):
+    """The target streams, as far as the primary can tell, but receives nothing more (the link to it is cut on
+    the bridge): the switchover is accepted, the primary shuts down cleanly, handing its last WAL to the other
+    replica only. The target received less: it is not promoted (it would have lost that tail); the switchover
+    is aborted with a Warning saying why, the old primary comes back as the primary, and every row a client was
+    told committed is on it."""
+    namespace = second
+    primary = status(cluster, namespace, "two")["primary"]
+    target, other = sorted(p for p in ("two-0", "two-1", "two-2") if p != primary)
+    writer = Writer(cluster, namespace, "two")
+    # Both ways: with the target's replies dropped too, the primary's walsender for it gives up after
+    # wal_sender_timeout (10 s here), and the shutdown with it; the request goes in before that, while the
+    # primary still lists the target as streaming.
+    with stream_cut(cluster, namespace, primary, [target], both_ways=True):
+        assert sql_at(cluster, namespace, primary, "create table tail_kept as select generate_series(1, 50) as id"
+                      ) is not None
+        cluster.kubectl("annotate", "-n", namespace, "mydb/two", f"myapp.example.com/switchover-to={target}")
+        [aborted] = wait_for("SwitchoverAborted", lambda: [e for e in events(cluster, namespace, "SwitchoverAborted")
+                                                            if e["involvedObject"]["name"] == "two"], timeout=180)
+    assert aborted["type"] == "Warning" and f"switchover to {target} aborted" in aborted["message"], aborted
+    assert f"{primary} stays the primary" in aborted["message"], aborted
+    settled(cluster, namespace, primary, "two")
+    writes = writer.halt()
+    assert missing_writes(cluster, namespace, primary, writes) == []
+    assert sql_at(cluster, namespace, primary, "select count(*) from tail_kept") == "50"
+    assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [primary]
+    assert not [e for e in events(cluster, namespace, "SwitchoverCompleted") if e["involvedObject"]["name"] == "two"]
+    assert "myapp.example.com/switchover-to" not in get_json(cluster, "-n", namespace, "mydb", "two")["metadata"].get(
+        "annotations", {})
+
+
+def test_a_replica_that_received_past_the_fork_is_rewound_onto_the_new_timeline_and_says_what_it_lost(
+        cluster, ha, second):
+    """A replica ahead of the one promoted, which it could not be: the stream to one replica is cut while the
+    primary commits a tail, which the other receives; that one's server then stops answering (its postmaster
+    hung: its WAL receiver goes on), so when the primary hangs the first one is promoted without the tail. The
+    other, back, is on the old timeline past the fork and can never follow: once the promotion settled its pod
+    is restarted, a Warning ReplicaDiverged names the WAL it discards, pg_rewind takes it onto the new
+    timeline, and it streams from the new primary without the tail. (It used to crash-loop for good.)"""
+    namespace = second
+    old = status(cluster, namespace, "two")["primary"]
+    promoted, diverging = sorted(p for p in ("two-0", "two-1", "two-2") if p != old)
+    old_pid, diverging_pid = postgres_pid(cluster, namespace, old), postgres_pid(cluster, namespace, diverging)
+    with stream_cut(cluster, namespace, old, [promoted]):
+        assert sql_at(cluster, namespace, old, "create table past_fork as select generate_series(1, 50) as id"
+                      ) is not None
+        wait_for(f"the tail on {diverging}", lambda: sql_at(cluster, namespace, diverging,
+                                                           "select count(*) from past_fork") == "50", timeout=30)
+        hang(diverging_pid)
+        try:
+            wait_for(f"{diverging} not ready", lambda: not pod_ready(cluster, namespace, diverging), timeout=30)
+            hang(old_pid)
+            try:
+                wait_for(f"{promoted} promoted", lambda: status(cluster, namespace, "two").get("primary") == promoted,
+                         timeout=90)
+            finally:
+                resume(old_pid)
+            wait_for(f"{old}'s server gone", lambda: postgres_pid_or_none(cluster, namespace, old) != old_pid,
+                     timeout=60)
+        finally:
+            resume(diverging_pid)
+    [diverged] = wait_for("ReplicaDiverged", lambda: [e for e in events(cluster, namespace, "ReplicaDiverged")
+                                                      if diverging in e["message"]], timeout=120)
+    # With the range when the operator read its position (it answered); else the pod's bootstrap log has it.
+    assert diverged["type"] == "Warning" and ("discards" in diverged["message"]
+                                              or "history forked" in diverged["message"]), diverged
+    settled(cluster, namespace, promoted, "two")
+    assert sql_at(cluster, namespace, diverging, "select to_regclass('past_fork') is null") == "t"
+    assert "pg_rewind" in cluster.kubectl("logs", "-n", namespace, diverging, "-c", "bootstrap").stdout
+    assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [promoted]
+
+
+def pod_ready(cluster, namespace: str, pod: str) -> bool:
+    conditions = (get_json(cluster, "-n", namespace, "pod", pod).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluster, ha, second):

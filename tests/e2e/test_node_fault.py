@@ -119,12 +119,15 @@ def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) ->
     every pod of it not ready, the operator saying why it does not fail over; then both back at once.
     Returns when it began and ended (time.time())."""
     kubelet = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
+    # In the raw table: before kube-router's chains, which accept what a policy allows and put themselves first.
     rules = [["OUTPUT", "-d", f"{address}/32", "-j", "DROP"] for address in cut]
     for rule in rules:
-        subprocess.run(["iptables", "-w", "-I", *rule], check=True)
+        subprocess.run(["iptables", "-w", "-t", "raw", "-I", *rule], check=True)
     os.kill(kubelet, signal.SIGSTOP)
     began = time.time()
     try:
+        for name in pods:  # the host, where the operator runs, cannot reach a primary
+            assert sql_at(cluster, namespace, f"{name}-0", "select 1") is None
         wait_for("the node Unknown", lambda: node_ready(cluster) == "Unknown", timeout=120, interval=1)
         every = [pod for listed in pods.values() for pod in listed]
         wait_for("every pod not ready", lambda: not [p for p in every if pod_ready(cluster, namespace, p)],
@@ -138,7 +141,7 @@ def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) ->
     finally:
         os.kill(kubelet, signal.SIGCONT)
         for rule in rules:
-            subprocess.run(["iptables", "-w", "-D", *rule], check=False)
+            subprocess.run(["iptables", "-w", "-t", "raw", "-D", *rule], check=False)
     ended = time.time()
     wait_for("the node Ready again", lambda: node_ready(cluster) == "True", timeout=60, interval=1)
     return began, ended
