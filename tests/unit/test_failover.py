@@ -782,6 +782,11 @@ def test_a_replica_left_on_the_old_timeline_not_streaming_is_restarted_once_to_r
     assert (restart.pod, restart.uid) == ("db-2", "uid-2")
     # The Warning it comes with names the WAL of its own the rewind discards: from the fork to what it received.
     assert "discards 0/23F0 to 0/251C on it" in restart.why, restart.why
+    # A WAL receiver started again reports what it received from its segment's start: what it replayed counts.
+    restarted_receiver = dataclasses.replace(stuck, wal_lsn=8192, replay_lsn=9500)
+    [again] = [a for a in plan(members(pods, [replica_facts(0, 8000, upstream=1), new_primary, restarted_receiver],
+                                       record=record)).actions if isinstance(a, Restart)]
+    assert "discards 0/23F0 to 0/251C on it" in again.why, again.why
     catching_up = replica_facts(2, 8000, receiver="streaming", upstream=1)
     assert not any(isinstance(a, Restart) for a in plan(members(pods, [new_primary, catching_up],
                                                                 record=record)).actions)

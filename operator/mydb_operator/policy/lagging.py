@@ -115,12 +115,14 @@ def rejoin_reason(name: str, facts: InstanceFacts | None, primary: InstanceFacts
             "the primary's timeline (or keep its data aside and clone)"
         )
     fork = dict(primary.switchpoints).get(facts.timeline)
-    if fork is not None and facts.wal_lsn > fork:
+    # What it has: a WAL receiver that started again reports from its segment's start, below what was replayed.
+    has = max(facts.wal_lsn, facts.replay_lsn or 0)
+    if fork is not None and has > fork:
         return (
-            f"{name} received WAL of timeline {facts.timeline} up to {lsn_text(facts.wal_lsn)}, past "
-            f"{lsn_text(fork)} where the primary's timeline {primary.timeline} forked off it: restarting it to "
-            f"rewind onto the primary's timeline, which discards {lsn_text(fork)} to {lsn_text(facts.wal_lsn)} "
-            "on it (the former primary's kept data or the archive may hold those commits)"
+            f"{name} has WAL of timeline {facts.timeline} up to {lsn_text(has)}, past {lsn_text(fork)} where the "
+            f"primary's timeline {primary.timeline} forked off it: restarting it to rewind onto the primary's "
+            f"timeline, which discards {lsn_text(fork)} to {lsn_text(has)} on it (the former primary's kept data "
+            "or the archive may hold those commits)"
         )
     return (
         f"{name} is on timeline {facts.timeline}, not streaming, behind the primary's timeline {primary.timeline}: "
