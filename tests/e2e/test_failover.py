@@ -626,37 +626,6 @@ def test_an_operator_killed_in_the_middle_of_a_failover_finishes_it_after_a_rest
     assert rows(cluster, namespace, recorded) == "200|20100"
 
 
-def test_a_switchover_to_a_replica_that_missed_the_last_wal_is_aborted_and_loses_nothing(cluster, ha, second):
-    """The target streams, as far as the primary can tell, but receives nothing more (the link to it is cut on
-    the bridge): the switchover is accepted, the primary shuts down cleanly, handing its last WAL to the other
-    replica only. The target received less: it is not promoted (it would have lost that tail); the switchover
-    is aborted with a Warning saying why, the old primary comes back as the primary, and every row a client was
-    told committed is on it."""
-    namespace = second
-    primary = status(cluster, namespace, "two")["primary"]
-    target, other = sorted(p for p in ("two-0", "two-1", "two-2") if p != primary)
-    writer = Writer(cluster, namespace, "two")
-    # Both ways: with the target's replies dropped too, the primary's walsender for it gives up after
-    # wal_sender_timeout (10 s here), and the shutdown with it; the request goes in before that, while the
-    # primary still lists the target as streaming.
-    with stream_cut(cluster, namespace, primary, [target], both_ways=True):
-        assert sql_at(cluster, namespace, primary, "create table tail_kept as select generate_series(1, 50) as id"
-                      ) is not None
-        cluster.kubectl("annotate", "-n", namespace, "mydb/two", f"myapp.example.com/switchover-to={target}")
-        [aborted] = wait_for("SwitchoverAborted", lambda: [e for e in events(cluster, namespace, "SwitchoverAborted")
-                                                            if e["involvedObject"]["name"] == "two"], timeout=180)
-    assert aborted["type"] == "Warning" and f"switchover to {target} aborted" in aborted["message"], aborted
-    assert f"{primary} stays the primary" in aborted["message"], aborted
-    settled(cluster, namespace, primary, "two")
-    writes = writer.halt()
-    assert missing_writes(cluster, namespace, primary, writes) == []
-    assert sql_at(cluster, namespace, primary, "select count(*) from tail_kept") == "50"
-    assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [primary]
-    assert not [e for e in events(cluster, namespace, "SwitchoverCompleted") if e["involvedObject"]["name"] == "two"]
-    assert "myapp.example.com/switchover-to" not in get_json(cluster, "-n", namespace, "mydb", "two")["metadata"].get(
-        "annotations", {})
-
-
 def test_a_replica_that_received_past_the_fork_is_rewound_onto_the_new_timeline_and_says_what_it_lost(
         cluster, ha, second):
     """A replica ahead of the one promoted, which it could not be: the stream to one replica is cut while the
@@ -701,6 +670,37 @@ def test_a_replica_that_received_past_the_fork_is_rewound_onto_the_new_timeline_
 def pod_ready(cluster, namespace: str, pod: str) -> bool:
     conditions = (get_json(cluster, "-n", namespace, "pod", pod).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_a_switchover_to_a_replica_that_missed_the_last_wal_is_aborted_and_loses_nothing(cluster, ha, second):
+    """The target streams, as far as the primary can tell, but receives nothing more (the link to it is cut on
+    the bridge): the switchover is accepted, the primary shuts down cleanly, handing its last WAL to the other
+    replica only. The target received less: it is not promoted (it would have lost that tail); the switchover
+    is aborted with a Warning saying why, the old primary comes back as the primary, and every row a client was
+    told committed is on it."""
+    namespace = second
+    primary = status(cluster, namespace, "two")["primary"]
+    target, other = sorted(p for p in ("two-0", "two-1", "two-2") if p != primary)
+    writer = Writer(cluster, namespace, "two")
+    # Both ways: with the target's replies dropped too, the primary's walsender for it gives up after
+    # wal_sender_timeout (10 s here), and the shutdown with it; the request goes in before that, while the
+    # primary still lists the target as streaming.
+    with stream_cut(cluster, namespace, primary, [target], both_ways=True):
+        assert sql_at(cluster, namespace, primary, "create table tail_kept as select generate_series(1, 50) as id"
+                      ) is not None
+        cluster.kubectl("annotate", "-n", namespace, "mydb/two", f"myapp.example.com/switchover-to={target}")
+        [aborted] = wait_for("SwitchoverAborted", lambda: [e for e in events(cluster, namespace, "SwitchoverAborted")
+                                                            if e["involvedObject"]["name"] == "two"], timeout=180)
+    assert aborted["type"] == "Warning" and f"switchover to {target} aborted" in aborted["message"], aborted
+    assert f"{primary} stays the primary" in aborted["message"], aborted
+    settled(cluster, namespace, primary, "two")
+    writes = writer.halt()
+    assert missing_writes(cluster, namespace, primary, writes) == []
+    assert sql_at(cluster, namespace, primary, "select count(*) from tail_kept") == "50"
+    assert primaries(cluster, namespace, ["two-0", "two-1", "two-2"]) == [primary]
+    assert not [e for e in events(cluster, namespace, "SwitchoverCompleted") if e["involvedObject"]["name"] == "two"]
+    assert "myapp.example.com/switchover-to" not in get_json(cluster, "-n", namespace, "mydb", "two")["metadata"].get(
+        "annotations", {})
 
 
 def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluster, ha, second):

@@ -418,6 +418,23 @@ def test_a_primary_restarted_in_place_on_purpose_is_not_failed_over_while_it_com
     assert failing.state == FAILING_OVER and failing.actions[0].record.reason == FAILOVER
 
 
+def test_a_primary_back_from_a_restart_that_then_stops_serving_gets_no_restart_grace():
+    """A restart is over once the pod made for it answered as the primary: an outage after that (seen after an
+    aborted switchover, whose record is a restart) is one like any other, not 150 s of waiting for a restart."""
+    restart = PrimaryRecord("db-0", reason=RESTART, decided_at=stamp(NOW - timedelta(seconds=60)))
+    back = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=5))
+    back["metadata"]["creationTimestamp"] = stamp(NOW - timedelta(seconds=50))
+    facts = [replica_facts(1, 1000), replica_facts(2, 1000)]
+    streaming = {"db-1": 1000, "db-2": 1000}
+    served = Sighting("db-0", NOW - timedelta(seconds=6), 1000, 1, streaming)
+    outage = plan(members([back, pod(1), pod(2)], facts, record=restart, sighting=served))
+    assert outage.state != STARTING, outage
+    # Not yet seen serving from the new pod: still the restart's own absence.
+    before = Sighting("db-0", NOW - timedelta(seconds=55), 1000, 1, streaming)
+    restarting = plan(members([back, pod(1), pod(2)], facts, record=restart, sighting=before))
+    assert restarting.state == STARTING and "restarts" in restarting.message, restarting
+
+
 def test_a_replica_whose_data_volume_is_full_is_never_promoted():
     """It could not write either: the next best is chosen, and with none the refusal says why."""
     down = pod(0, ready=False, role="primary", since=NOW - timedelta(seconds=10))

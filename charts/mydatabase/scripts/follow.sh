@@ -41,6 +41,7 @@
 #   REWIND_STANDBY   true: check a standby too, and rewind it; check: only
 #                    say whether it diverged (exit 4); default false
 #   PRIMARY_WAIT_SECONDS  how long a former primary waits for the new one (default 0: for ever)
+#   STANDBY_PRIMARY_WAIT_SECONDS  how long a standby (REWIND_STANDBY=true) waits for it (default 20)
 #   REPLAY_WAIT_SECONDS   how long a standby's replay to its end may take (default 3600)
 #   PEER_SSL         conninfo keywords for TLS to the primary (entrypoint.sh), or empty
 #   DIVERGED_AT_FILE on exit 3, gets the LSN where the servers diverged
@@ -210,9 +211,17 @@ if [ -f "$PGDATA/standby.signal" ]; then
     true | check) ;;
     *) exit 0 ;;
   esac
-  if [ "$(on_primary 'select pg_is_in_recovery()')" != f ]; then
-    exit 0
-  fi
+  # The init container may run before the network lets this new pod in (a policy engine adds its address a
+  # moment later): a standby that diverged must not start as it is for want of one answer. Bounded: a primary
+  # that is down must not hold a replica back for long.
+  deadline=$(( $(date +%s) + ${STANDBY_PRIMARY_WAIT_SECONDS:-20} ))
+  until [ "$(on_primary 'select pg_is_in_recovery()')" = f ]; do
+    if [ "$REWIND_STANDBY" = check ] || [ "$(date +%s)" -ge "$deadline" ]; then
+      [ "$REWIND_STANDBY" = check ] || echo "follow: $PRIMARY_HOST does not answer as a primary: this standby starts as it is"
+      exit 0
+    fi
+    sleep 1
+  done
 else
   echo "follow: $PGDATA was a primary; $PRIMARY_HOST is the primary now"
   deadline=$(( $(date +%s) + ${PRIMARY_WAIT_SECONDS:-0} ))

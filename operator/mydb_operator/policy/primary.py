@@ -48,6 +48,7 @@ from .lost_record import rebuilt_record
 from .maintenance import restart_in_place, switchover_short
 from .members import (
     Members,
+    Object,
     answers_as_primary,
     deleting,
     made_after,
@@ -121,6 +122,15 @@ def steady(members: Members) -> Plan:
     return Plan(tuple(actions), SERVING)
 
 
+def restart_over(members: Members, pod: Object | None) -> bool:
+    """The pod made for a recorded restart answered as the primary since: an outage now is no restart's."""
+    record, sighting = members.record, members.sighting
+    if pod is None or record is None or sighting is None or sighting.pod != record.primary:
+        return False
+    created = parse_time(pod["metadata"].get("creationTimestamp"))
+    return made_after(pod, record.decided_at) and created is not None and sighting.at > created
+
+
 def primary_down(members: Members) -> Plan:
     """The recorded primary does not serve: wait out failoverDelay, then record the best replica."""
     target = members.primary
@@ -139,7 +149,8 @@ def primary_down(members: Members) -> Plan:
         return Plan((restart_in_place(members, pod),), STARTING, message, RECHECK_SECONDS * 2)
     record = members.record
     decided = parse_time(record.decided_at) if record is not None and record.reason == RESTART else None
-    if decided is not None and (members.now - decided).total_seconds() < RESTART_GRACE_SECONDS:
+    restarting = decided is not None and (members.now - decided).total_seconds() < RESTART_GRACE_SECONDS
+    if restarting and not restart_over(members, pod):
         assert record is not None
         if pod is not None and not deleting(pod) and not made_after(pod, record.decided_at):
             # Recorded, not carried out yet: the pod made before the decision goes (the StatefulSet makes it again).
