@@ -79,14 +79,37 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
     return Cluster(kubeconfig=kubeconfig, bin_dir=bin_dir)
 
 
+USES_CLUSTER = "mydb_uses_cluster"  # a worker's word to the controller (xdist's workeroutput)
+_workers_using_cluster: list[str] = []
+
+
+def _uses_cluster(session: pytest.Session) -> bool:
+    return any("cluster" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under xdist the controller collects nothing: each worker says whether the run has cluster tests."""
+    output = getattr(session.config, "workeroutput", None)
+    if sharing.WORKER and output is not None:
+        output[USES_CLUSTER] = _uses_cluster(session)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    if getattr(node, "workeroutput", {}).get(USES_CLUSTER):
+        _workers_using_cluster.append(str(node.gateway.id))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The run's end (the controller under xdist, after every worker): take down the cluster the tests
-    started and resume the one they paused, unless MYDB_KEEP_CLUSTER keeps both for a later run."""
+    started and resume the one they paused, unless MYDB_KEEP_CLUSTER keeps both for a later run. A run without
+    cluster tests (units, charts, scripts; `make check` under xdist too) leaves a kept cluster to the run
+    that uses it (a `pytest -n 2 tests/postgres` beside a kept cluster used to take it down)."""
     if sharing.WORKER or os.environ.get("MYDB_KEEP_CLUSTER"):
         return
-    distributed = bool(session.config.getoption("numprocesses", None))  # xdist's controller collects nothing
-    if not distributed and not any("cluster" in getattr(item, "fixturenames", ()) for item in session.items):
-        return  # a run without cluster tests (units, charts) leaves a kept cluster to the run that uses it
+    distributed = bool(session.config.getoption("numprocesses", None))
+    if not (_workers_using_cluster if distributed else _uses_cluster(session)):
+        return
     bringup.take_down(_reporter_line(session.config))
 
 
