@@ -226,8 +226,9 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     # 10 s). The cut lasts until the former primary's server is gone (the fencing kills it).
     pid = postgres_pid(cluster, namespace, old)
     with stream_cut(cluster, namespace, old, replicas):
-        tail = sql_at(cluster, namespace, old, "create table tail as select generate_series(1, 50) as id; "
-                                               "select pg_current_wal_lsn()")
+        assert sql_at(cluster, namespace, old, "create table tail as select generate_series(1, 50) as id") is not None
+        # After the commit: in the same statement string the position read would be the WAL written before it.
+        tail = sql_at(cluster, namespace, old, "select pg_current_wal_lsn()")
         wait_for("the archive to have the tail", lambda: archived(cluster, namespace, old), timeout=30)
         time.sleep(12)
         hung = time.time()
