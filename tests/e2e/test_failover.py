@@ -209,22 +209,38 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     """The primary's postmaster is stopped from the host (SIGSTOP). After failoverDelay a replica is promoted,
     the read-write Service moves to it and writes go on there, with every row that had reached the replicas
     before the hang. The former primary, killed by the fencing (SIGCONT then finds nothing, or a server that
-    is no primary), comes back as a replica of the new one, rewound by pg_rewind; writes never land on it."""
-    namespace, _ = ha
+    is no primary), comes back as a replica of the new one, rewound by pg_rewind; writes never land on it.
+    The archive was ahead of every replica: it streams the new timeline and keeps the old one's tail, the commits
+    the failover lost, aside (diverged-wal/), which status and a Warning report with the range."""
+    namespace, own = ha
     old = status(cluster, namespace)["primary"]
+    old_timeline = status(cluster, namespace)["timeline"]
     replicas = [p for p in PODS if p != old]
     write_rows(cluster, namespace, old)
     for pod in replicas:
         wait_for(f"the rows on {pod}", lambda: rows(cluster, namespace, pod) == ROW_FACTS, timeout=30)
     old_ip = pod_ip(cluster, namespace, old)
     writer = Writer(cluster, namespace, "ha")
+    # The archive ahead of every replica: the stream to the replicas is cut while the primary commits a tail,
+    # which the archive alone receives; the operator reads the archive's position with the primary's (every
+    # 10 s). The cut lasts until the former primary's server is gone (the fencing kills it).
     pid = postgres_pid(cluster, namespace, old)
-    hung = time.time()
-    hang(pid)
-    try:
-        first = wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
-    finally:
-        resumed = resume(pid)
+    with stream_cut(cluster, namespace, old, replicas):
+        assert sql_at(cluster, namespace, old, "create table tail as select generate_series(1, 50) as id") is not None
+        # After the commit: in the same statement string the position read would be the WAL written before it.
+        tail = sql_at(cluster, namespace, old, "select pg_current_wal_lsn()")
+        wait_for("the archive to have the tail", lambda: archived(cluster, namespace, old), timeout=30)
+        time.sleep(12)
+        hung = time.time()
+        hang(pid)
+        try:
+            first = wait_for("a write on another server", lambda: writer.first_after(hung, old_ip), timeout=120)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{failover_diagnostics(cluster, namespace, own)}") from None
+        finally:
+            resumed = resume(pid)
+        wait_for(f"{old}'s server gone", lambda: not resumed or postgres_pid_or_none(cluster, namespace, old) != pid,
+                 timeout=60)
     new = status(cluster, namespace)["targetPrimary"]
     assert new in replicas and first.server == pod_ip(cluster, namespace, new)
     print(f"\nhung primary: first write on {new} {first.at - hung:.1f}s after the hang"
@@ -243,6 +259,30 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     facts = status(cluster, namespace)
     assert facts["lastFailover"]["from"] == old and facts["lastFailover"]["to"] == new
     assert primaries(cluster, namespace, PODS) == [new]
+    # The tail the failover lost is on no server; the archive keeps it aside, and status says where and what.
+    assert sql_at(cluster, namespace, new, "select to_regclass('tail') is null") == "t"
+    diverged = wait_for("status.backup.archive.diverged", lambda: facts_of_archive(cluster, namespace).get(
+        "diverged"), timeout=60)
+    assert diverged["timeline"] == old_timeline and diverged["keptIn"] == f"diverged-wal/*-tl{old_timeline}"
+    assert sql_at(cluster, namespace, new, f"select '{diverged['from']}'::pg_lsn < '{tail}'::pg_lsn and "
+                  f"'{tail}'::pg_lsn <= '{diverged['to']}'::pg_lsn") == "t", (diverged, tail)
+    told(cluster, namespace, "ArchiveKeptDivergedWAL")
+    kept = cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "--", "sh", "-c",
+                           'ls "$(dirname "$ARCHIVE_DIR")/diverged-wal"').stdout.split()
+    assert [d for d in kept if d.endswith(f"-tl{old_timeline}")], kept
+
+
+def facts_of_archive(cluster, namespace: str) -> dict:
+    return (status(cluster, namespace).get("backup") or {}).get("archive") or {}
+
+
+def failover_diagnostics(cluster, namespace: str, operator) -> str:
+    """What the operator said while no failover came: the Failover condition, its Events, its log's tail."""
+    listed = get_json(cluster, "-n", namespace, "events", "--sort-by=.lastTimestamp")["items"]
+    said = [f"{e['reason']}: {e['message']}" for e in listed if e["involvedObject"]["name"] == "ha"][-8:]
+    log = [line for line in operator.log_since_start().splitlines() if "failover" in line.lower()
+           or "eligible" in line.lower() or "refus" in line.lower()][-15:]
+    return "\n".join([f"Failover: {condition(cluster, namespace, 'Failover')}", *said, *log])
 
 
 def archived(cluster, namespace: str, primary: str) -> bool:

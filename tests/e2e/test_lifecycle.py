@@ -200,3 +200,24 @@ def test_existing_secret_is_used_checked_and_never_deleted(cluster, operator, na
     assert get_json(cluster, "-n", namespace, "secret", "byo-credentials") == {}
     cluster.kubectl("delete", "-n", namespace, "mydb/byo", "--timeout=60s")
     assert get_json(cluster, "-n", namespace, "secret", "my-creds") != {}
+
+
+def test_a_foreign_secret_with_a_name_the_database_needs_is_reported_and_left_byte_for_byte(
+        cluster, operator, namespace):
+    """Another app's Secret `taken-tls`, the name of database `taken`'s server certificate: the database says
+    SecretNameTaken (status and one Warning) and installs nothing; the Secret is untouched. Once it is moved
+    away, the database comes up."""
+    cluster.kubectl("create", "secret", "generic", "taken-tls", "-n", namespace, "--from-literal=tls.crt=not ours")
+    before = get_json(cluster, "-n", namespace, "secret", "taken-tls")
+    apply_db(cluster, namespace, "taken", {"replicas": 1, "version": "15.2", "storage": "1Gi"})
+    said = wait_for("SecretNameTaken", lambda: (lambda c: c if c.get("reason") == "SecretNameTaken" else None)(
+        condition(cluster, namespace, "taken", "Ready")), timeout=60)
+    assert said["message"].startswith(f"Secret taken-tls in namespace {namespace} exists and is not this database's")
+    wait_for("one SecretNameTaken Warning", lambda: warning_reasons(cluster, namespace, "taken") == ["SecretNameTaken"],
+             timeout=15)
+    assert get_json(cluster, "-n", namespace, "statefulset", "taken") == {}
+    assert get_json(cluster, "-n", namespace, "secret", "taken-tls") == before
+    cluster.kubectl("delete", "secret", "taken-tls", "-n", namespace)
+    wait_ready(cluster, namespace, "taken", timeout=180)
+    labels = get_json(cluster, "-n", namespace, "secret", "taken-tls")["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "mydb-operator"

@@ -134,9 +134,11 @@ class FakeApi:
         self.secrets[key] = body
         return True
 
-    async def write_secret(self, body: dict[str, Any]) -> None:
+    async def write_secret(self, body: dict[str, Any], replacing: dict[str, Any] | None = None) -> None:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         self._call("write_secret", *key, write=True)
+        if replacing is None and key in self.secrets:
+            raise RuntimeError(f"409: Secret {key} exists")  # the API refuses a create over an existing one
         # As the API server stores it: stringData folded into base64 data.
         data = {k: base64.b64encode(v.encode()).decode() for k, v in (body.get("stringData") or {}).items()}
         stored = {k: v for k, v in body.items() if k != "stringData"}

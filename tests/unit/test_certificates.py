@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime
 import ssl
 from pathlib import Path
@@ -169,6 +170,22 @@ def test_the_first_look_makes_the_ca_and_the_certificate_and_later_looks_read_no
     assert files(api, "db-tls")["ca.crt"] == tls["ca.crt"]  # the same CA: clients keep trusting
 
 
+@pytest.mark.parametrize("secret", ["db-ca", "db-tls"])
+def test_a_foreign_secret_with_a_certificate_name_is_reported_and_never_written(secret):
+    """A Secret named as the database's CA or server certificate that the operator did not make for it (another
+    app's `web-tls`, or one of the operator's for another database): SecretNameTaken stops the pass before Helm,
+    and nothing is written, that Secret least of all."""
+    api = FakeApi()
+    for labels in ({"app": "web"}, {names.MANAGED_BY_LABEL: names.OPERATOR_NAME, names.INSTANCE_LABEL: "other"}):
+        foreign = {"metadata": {"namespace": "ns", "name": secret, "labels": labels}, "data": {"tls.crt": "eA=="}}
+        api.secrets = {("ns", secret): copy.deepcopy(foreign)}
+        api.writes.clear()
+        state = keep(api, before_helm=True)
+        assert state.problem is not None and state.problem.reason == "SecretNameTaken"
+        assert state.problem.message.startswith(f"Secret {secret} in namespace ns exists and is not this database's")
+        assert api.writes == [] and api.secrets == {("ns", secret): foreign}
+
+
 def test_the_rotate_annotation_issues_a_new_certificate_and_is_removed():
     api = FakeApi()
     status = keep(api, before_helm=True).status
@@ -202,12 +219,14 @@ def test_a_users_secret_is_checked_and_never_written():
          "its ca.crt did not sign"),
         ({"tls.crt": narrow.decode(), "tls.key": key.decode(), "ca.crt": ca.decode()}, "does not name db, db-ro"),
     ):
-        asyncio.run(api.write_secret({"metadata": {"namespace": "ns", "name": "mine"}, "stringData": body}))
+        asyncio.run(api.write_secret({"metadata": {"namespace": "ns", "name": "mine"}, "stringData": body},
+                                     api.secrets.get(("ns", "mine"))))
         state = keep(api, spec=users_spec(), before_helm=True)
         assert state.problem is not None and state.problem.reason == "TLSSecretInvalid", why
         assert why in state.problem.message
     asyncio.run(api.write_secret(server_secret("ns", "db", pem, key, ca) | {"metadata": {"namespace": "ns",
-                                                                                         "name": "mine"}}))
+                                                                                         "name": "mine"}},
+                                 api.secrets.get(("ns", "mine"))))
     api.writes.clear()
     state = keep(api, spec=users_spec(), before_helm=True)
     assert state.problem is None and state.status["issuer"] == "user" and state.status["secretName"] == "mine"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from urllib.parse import urlsplit
 
 from fake_api import FakeApi, run
@@ -85,3 +86,16 @@ def test_a_users_secret_is_read_and_judged_never_written(api: FakeApi) -> None:
     api.secrets[("ns", "mine")]["stringData"].update({"replication-username": "r", "replication-password": "q"})
     assert run(ensure_credentials(api, "ns", "db", USERS, first_install=True)) == (None, None)
     assert list(api.secrets) == [("ns", "mine")]
+
+
+def test_a_foreign_secret_with_the_credentials_name_is_reported_and_never_written(api: FakeApi) -> None:
+    """Someone else's `db-credentials` (no operator label for this database): a first install stops with
+    SecretNameTaken, and the Secret stays byte for byte as it was."""
+    foreign = {"metadata": {"namespace": "ns", "name": "db-credentials", "labels": {"app": "web"}},
+               "data": {"password": "c2VjcmV0"}}
+    api.secrets[("ns", "db-credentials")] = copy.deepcopy(foreign)
+    message, problem = run(ensure_credentials(api, "ns", "db", SPEC, first_install=True))
+    assert message is None and problem is not None and problem.reason == "SecretNameTaken"
+    assert "Secret db-credentials in namespace ns exists and is not this database's" in problem.message
+    assert api.secrets[("ns", "db-credentials")] == foreign
+    assert [w for w in api.writes if w[0] != "create_secret_once"] == []

@@ -63,8 +63,9 @@ class ApiPort(Protocol):
         """True when created now, False when it was there (never overwritten)."""
         ...
 
-    async def write_secret(self, body: dict[str, Any]) -> None:
-        """Create the Secret or replace its content (the operator's certificates only)."""
+    async def write_secret(self, body: dict[str, Any], replacing: dict[str, Any] | None) -> None:
+        """Create the Secret (REPLACING None), or replace REPLACING, the operator's own as it was read (its
+        certificates only); a Secret made or changed since is refused (409), never overwritten."""
         ...
 
     async def update_secret_data(self, secret: dict[str, Any], changes: dict[str, str | None]) -> None:

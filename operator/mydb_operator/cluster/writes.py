@@ -27,12 +27,16 @@ class Writes(Connection):
         return created(lambda: self.send("POST", SECRETS.path(body["metadata"]["namespace"]), body))
 
     @threaded
-    def write_secret(self, body: dict[str, Any]) -> None:
-        """Create the Secret, or replace what it holds: a certificate the operator issues again. Unconditional:
-        only the operator writes these, and only under its Lease."""
+    def write_secret(self, body: dict[str, Any], replacing: dict[str, Any] | None) -> None:
+        """Create the Secret, or replace REPLACING (a certificate the operator issues again) as it was read: the
+        resourceVersion it carries makes the API refuse (409) a Secret made or changed since."""
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-        if not created(lambda: self.send("POST", SECRETS.path(namespace), body)):
-            self.send("PUT", SECRETS.path(namespace, name), body)
+        if replacing is None:
+            self.send("POST", SECRETS.path(namespace), body)
+            return
+        version = replacing["metadata"]["resourceVersion"]
+        replacement = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+        self.send("PUT", SECRETS.path(namespace, name), replacement)
 
     @threaded
     def update_secret_data(self, secret: dict[str, Any], changes: dict[str, str | None]) -> None:

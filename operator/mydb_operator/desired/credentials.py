@@ -31,10 +31,6 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def made_by_the_operator(secret: dict[str, Any]) -> bool:
-    return (secret.get("metadata", {}).get("labels") or {}).get(names.MANAGED_BY_LABEL) == names.OPERATOR_NAME
-
-
 def credentials_update(files: dict[str, bytes], ca: bytes = b"") -> dict[str, str | None]:
     """The keys the operator's credentials Secret (its decoded FILES) must change to follow the servers, its
     passwords kept. With CA (TLS on): `ca.crt`, so a client can verify them; the URIs stay as they were made

@@ -18,6 +18,7 @@ WAITING_ON_A_USER = frozenset(
         "RestoreSourceMissing",
         "TLSSecretMissing",
         "TLSSecretInvalid",
+        "SecretNameTaken",
     }
 )
 # The namespace is being deleted: its controller marks the database for deletion within seconds, and the look

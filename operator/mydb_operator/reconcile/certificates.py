@@ -21,7 +21,7 @@ from ..desired.values import tls_secret_name
 from ..instances import commands
 from ..model.certificates import CertificateFacts, certificate_facts, name_matches, signed_by
 from ..model.instances import InstanceFacts, Probe
-from ..model.secrets import secret_files
+from ..model.secrets import name_taken_message, secret_files, taken
 from ..model.spec import DatabaseSpec
 from ..model.timestamps import rfc3339
 from ..policy.certificates import RENEW_BEFORE, Issued, ca_renewal, server_renewal, user_certificate_problem
@@ -74,19 +74,23 @@ async def issue(api: ApiPort, namespace: str, name: str, now: datetime.datetime,
     """The operator's CA and server certificate, made when missing, renewed when due; ROTATE: a new server
     certificate now."""
     state = CertificateState()
-    ca_files = secret_files(await api.read_secret(namespace, names.ca_secret_name(name)))
+    ca_name, secret = names.ca_secret_name(name), names.server_tls_secret_name(name)
+    found = {ca_name: await api.read_secret(namespace, ca_name), secret: await api.read_secret(namespace, secret)}
+    foreign = taken(found, name)
+    if foreign:
+        return CertificateState(problem=Problem("SecretNameTaken", name_taken_message(namespace, foreign)))
+    ca_files = secret_files(found[ca_name])
     ca_pem, ca_key = ca_files.get("ca.crt", b""), ca_files.get("ca.key", b"")
     ca = certificate_facts(ca_pem) if ca_key else None
     why_ca = ca_renewal(ca, now)
     if why_ca is not None:
         ca_pem, ca_key = new_ca(namespace, name, now)
         ca = certificate_facts(ca_pem)
-        await api.write_secret(ca_secret(namespace, name, ca_pem, ca_key))
+        await api.write_secret(ca_secret(namespace, name, ca_pem, ca_key), replacing=found[ca_name])
         if why_ca != "no CA yet":
             state.events.append(("Normal", "CARenewed", f"a new CA for the database: {why_ca}"))
     assert ca is not None
-    secret = names.server_tls_secret_name(name)
-    files = secret_files(await api.read_secret(namespace, secret))
+    files = secret_files(found[secret])
     pem = files.get("tls.crt", b"")
     server = certificate_facts(pem) if files.get("tls.key") and files.get("ca.crt") == ca_pem else None
     hosts = server_names(namespace, name)
@@ -96,7 +100,7 @@ async def issue(api: ApiPort, namespace: str, name: str, now: datetime.datetime,
     if why is not None:
         pem, key = new_server_certificate(ca_pem, ca_key, hosts, now)
         server = certificate_facts(pem)
-        await api.write_secret(server_secret(namespace, name, pem, key, ca_pem))
+        await api.write_secret(server_secret(namespace, name, pem, key, ca_pem), replacing=found[secret])
         if why != "no server certificate yet":
             state.events.append(("Normal", "CertificateRenewed", f"a new server certificate in {secret}: {why}"))
     assert server is not None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from .. import names
 from ..cluster.api import ApiPort
-from ..desired.credentials import credentials_secret, credentials_update, made_by_the_operator, missing_keys
+from ..desired.credentials import credentials_secret, credentials_update, missing_keys
 from ..desired.values import tls_secret_name
 from ..model.observation import Observation
-from ..model.secrets import secret_files
+from ..model.secrets import made_by_the_operator, name_taken_message, secret_files, taken
 from ..model.spec import DatabaseSpec
 from ..status.problem import Problem
 
@@ -56,6 +56,9 @@ async def ensure_credentials(
     body = credentials_secret(namespace, name, port, ca)
     if await api.create_secret_once(body):
         return f"created Secret {body['metadata']['name']} with random passwords", None
+    secret_name = body["metadata"]["name"]
+    if taken({secret_name: await api.read_secret(namespace, secret_name)}, name):
+        return None, Problem("SecretNameTaken", name_taken_message(namespace, [secret_name]))
     return None, None
 
 
@@ -65,7 +68,7 @@ async def refresh_credentials(api: ApiPort, namespace: str, name: str, ca: bytes
     off, plain URIs. False when there is no Secret of the operator's (not made yet, or the user's)."""
     secret_name = names.credentials_secret_name(name)
     secret = await api.read_secret(namespace, secret_name)
-    if secret is None or not made_by_the_operator(secret):
+    if secret is None or not made_by_the_operator(secret, name):
         return False
     changes = credentials_update(secret_files(secret), ca)
     if changes:
