@@ -11,6 +11,7 @@ import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -28,11 +29,25 @@ class Login:
     ca: bytes = b""  # the CA the servers' certificate is verified with (PEM); empty: TLS is off
 
 
-def tls_context(ca: bytes) -> ssl.SSLContext:
-    """TLS that verifies the server's chain against the database's CA. Not its name: the operator connects
-    to a pod's IP, which it read from the API server, and no certificate names an IP that changes."""
-    context = ssl.create_default_context(cadata=ca.decode())
-    context.check_hostname = False
+class _PodNameContext(ssl.SSLContext):
+    """Verifies the server's certificate for a name given here, not the address connected to: the operator
+    connects to a pod's IP (read from the API server; no certificate names an IP that changes), and the name
+    checked is the pod's DNS name, which the database's certificate carries. asyncio's TLS (asyncpg's) makes its
+    session with wrap_bio, with the address as the hostname: the pod's name goes in its place."""
+
+    pod_host = ""
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        kwargs["server_hostname"] = self.pod_host
+        return super().wrap_bio(*args, **kwargs)
+
+
+def tls_context(ca: bytes, pod_host: str) -> ssl.SSLContext:
+    """verify-full against the pod: the chain to the database's CA, and POD_HOST among the certificate's names
+    (a certificate for another server from the same issuer is refused)."""
+    context = _PodNameContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=ca.decode())
+    context.pod_host = pod_host
     return context
 
 
@@ -41,6 +56,7 @@ class Server:
     pod: str
     address: str  # the pod's IP
     port: int
+    host: str = ""  # the pod's DNS name, which its certificate must carry
     tls: bool = False  # the pod serves TLS (it mounts a certificate): the session is encrypted and verified
 
 
@@ -56,8 +72,10 @@ async def session(
         database=database,
         timeout=connect_seconds,
         command_timeout=COMMAND_SECONDS,
-        server_settings={"application_name": "mydb-operator"},
-        ssl=tls_context(login.ca) if server.tls and login.ca else None,
+        # search_path pinned: no function or operator a database owner creates is ever resolved in place of the
+        # catalog's (every name the operator uses is pg_catalog's).
+        server_settings={"application_name": "mydb-operator", "search_path": "pg_catalog"},
+        ssl=tls_context(login.ca, server.host) if server.tls and login.ca else None,
     )
     try:
         yield connection

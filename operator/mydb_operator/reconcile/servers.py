@@ -61,7 +61,10 @@ class Servers:
     def server(self, pods: list[Object], pod: str) -> Server | None:
         found = next((p for p in pods if p["metadata"]["name"] == pod), None)
         address = ((found or {}).get("status") or {}).get("podIP")
-        return Server(pod, address, self.port, serves_tls((found or {}).get("spec"))) if address else None
+        if not address:
+            return None
+        host = names.pod_host(self.namespace, self.name, pod)
+        return Server(pod, address, self.port, host, serves_tls((found or {}).get("spec")))
 
     async def ask(self, pods: list[Object]) -> dict[str, Probe]:
         """Each ready pod's server, all at once. One that is not ready is not asked: a hung server would
