@@ -75,6 +75,10 @@ def test_seed_streams_on_real_pods_and_its_lost_pods_come_back_clean_with_every_
     for replica in replicas:
         assert sql(cluster, namespace, replica, "select pg_is_in_recovery()") == "t"
     wait_streaming(cluster, namespace, primary, 2)
+    # Made with data checksums, the replicas cloned with them; status says so for each server.
+    assert {sql(cluster, namespace, pod, "show data_checksums") for pod in members} == {"on"}
+    wait_for("dataChecksums in status", lambda: [entry.get("dataChecksums") for entry in get_json(
+        cluster, "-n", namespace, "mydb", "production-db")["status"].get("instances", [])] == [True] * 3, timeout=30)
 
     sql(cluster, namespace, primary, "create table seen (id int primary key, note text); "
                                      "insert into seen values (1, 'written on the primary')")

@@ -179,7 +179,7 @@ def test_a_verification_recovers_the_newest_base_backup_and_fails_on_a_damaged_o
     scratch = source.machine.mkdir(source.machine.root / "verify")
     result = source.job.script("verify.sh", VERIFY_DIR=str(scratch))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "verify: ok: base backup" in result.stdout and "tables)" in result.stdout, result.stdout
+    assert "verify: ok: base backup" in result.stdout and "every checksum right)" in result.stdout, result.stdout
     assert list(scratch.iterdir()) == []   # the copy is gone
 
     [backup] = source.base_backups()
@@ -190,6 +190,35 @@ def test_a_verification_recovers_the_newest_base_backup_and_fails_on_a_damaged_o
     result = source.job.script("verify.sh", VERIFY_DIR=str(scratch))
     assert result.returncode == 1
     assert f"verify: failed: base backup {backup} does not match its manifest" in result.stderr, result.stderr
+
+
+def test_a_page_damaged_on_the_primarys_disk_fails_the_verification_of_the_backup_that_copied_it(source):
+    """Data checksums are on (primary-init.sh). A byte of a table's page changed on the primary's disk behind
+    PostgreSQL's back: the server refuses to read the page; the next base backup copies it as it is (its
+    manifest matches the damage), and the verification of that backup fails naming the relation and block."""
+    pod = source.pod
+    assert pod.sql("SHOW data_checksums") == "on"
+    pod.sql("CREATE TABLE damaged AS SELECT g AS id, repeat('x', 200) AS filler FROM generate_series(1, 500) g")
+    pod.sql("CHECKPOINT")
+    relation_file = pod.pgdata / pod.sql("SELECT pg_relation_filepath('damaged')")
+    pod.stop(mode="fast")
+    page = bytearray(relation_file.read_bytes())
+    page[4000] ^= 0xFF  # inside block 0's tuples
+    relation_file.write_bytes(bytes(page))
+    pod.start(init=False)
+    refused = source.machine.psql(pod.ip, "SELECT count(*) FROM damaged")
+    assert refused.returncode != 0 and "invalid page in block 0" in refused.stderr, refused.stderr
+    source.archived()
+
+    taken = source.job.script("base-backup.sh")
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    newest = source.base_backups()[-1]
+    scratch = source.machine.mkdir(source.machine.root / "verify-damaged")
+    result = source.job.script("verify.sh", VERIFY_DIR=str(scratch))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (f"verify: failed: base backup {newest} holds 1 damaged pages (data checksums wrong): relation damaged "
+            "(database postgres) block 0") in result.stderr, result.stderr
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_moment_after_the_end_of_the_archive_is_refused_with_the_window(request, machine, source):

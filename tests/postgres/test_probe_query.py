@@ -23,7 +23,7 @@ def test_the_facts_query_answers_on_a_primary_and_lists_the_kept_data_beside_pgd
         answered = primary.machine.psql(primary.ip, query)
         assert answered.returncode == 0, answered.stderr
         row = json.loads(answered.stdout)
-        assert row["in_recovery"] is False and row["wal_lsn"] > 0
+        assert row["in_recovery"] is False and row["wal_lsn"] > 0 and row["data_checksums"] is True
         assert [entry["dir"] for entry in row["kept"]] == ["diverged-20261207T120000Z"]
         assert kept_facts(row["kept"][0]["info"]) == {"reason": "rewind-failed", "timeline": "3",
                                                       "checkpoint": "0/6000150"}

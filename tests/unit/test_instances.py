@@ -137,6 +137,14 @@ def test_status_says_which_version_each_server_runs_and_keeps_the_primarys_while
     assert primary_status("db", silent, [pod("db-0", role="primary")], fields)["version"] == "15.14"
 
 
+def test_status_says_which_servers_carry_data_checksums():
+    view = PrimaryView(probes={"db-0": InstanceFacts("db-0", False, 1, 10, data_checksums=True),
+                               "db-1": InstanceFacts("db-1", True, 1, 10, data_checksums=False),
+                               "db-2": InstanceFacts("db-2", True, 1, 10)})
+    fields = primary_status("db", view, [pod("db-0", role="primary"), pod("db-1"), pod("db-2")], {})
+    assert [entry.get("dataChecksums") for entry in fields["instances"]] == [True, False, None]
+
+
 @pytest.mark.parametrize("number, version", [(150014, "15.14"), (170002, "17.2"), (130000, "13.0")])
 def test_a_server_version_number_reads_as_major_dot_minor(number, version):
     assert server_version(number) == version

@@ -126,9 +126,14 @@ failed() {  # STEP: why in one line, last: the first sentence of pg_upgrade's re
   say_failed "major-upgrade: $1 failed: ${why:-see the log above}; the data is untouched$restored"
 }
 
-# The new cluster first: --check needs one to check against, and changes neither.
+# The new cluster first: --check needs one to check against, and changes neither. Its data checksums as the
+# old cluster's (pg_upgrade requires both the same): on for databases made since they became the default.
+checksums=""
+if "$old_bin/pg_controldata" "$PGDATA" | grep -q '^Data page checksum version: *[1-9]'; then
+  checksums="--data-checksums"
+fi
 initdb -D "$new" -U "$superuser" --pwfile="$work/pwfile" --auth-local=scram-sha-256 --auth-host=scram-sha-256 \
-  --encoding=UTF8 >/dev/null
+  --encoding=UTF8 $checksums >/dev/null
 cp "$PGDATA/pg_hba.conf" "$PGDATA/pg_ident.conf" "$new/"
 upgrade --check || failed "pg_upgrade --check from PostgreSQL $old_major to $new_major"
 echo "major-upgrade: pg_upgrade --check passed; upgrading PostgreSQL $old_major to $new_major"

@@ -86,8 +86,10 @@ replication_password="$(credential replication-password)"
 # never into shell-expanded SQL (quoting bugs, injection).
 printf '%s\n' "$password" > "$work/pwfile"
 write_passfile "$work/pgpass" "$superuser" "$password"
+# Data checksums: a page damaged on disk (not through PostgreSQL) is an error when read, and a verification of
+# a backup that copied it finds it (verify.sh).
 initdb -D "$new" -U "$superuser" --pwfile="$work/pwfile" \
-  --auth-local=scram-sha-256 --auth-host=scram-sha-256 --encoding=UTF8
+  --auth-local=scram-sha-256 --auth-host=scram-sha-256 --encoding=UTF8 --data-checksums
 
 # Who may connect over TCP is entrypoint.sh's (a pg_hba.conf written at each start): PGDATA's is initdb's.
 # A private server (unix socket in $work, no TCP) for the one-time SQL, so no

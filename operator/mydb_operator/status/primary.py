@@ -63,6 +63,8 @@ def instances(
             entry["lsn"] = lsn_text(probe.wal_lsn)
             if probe.version:
                 entry["version"] = probe.version
+            if probe.data_checksums is not None:
+                entry["dataChecksums"] = probe.data_checksums
             if probe.in_recovery:
                 entry["state"] = probe.receiver or "not streaming"
                 if head is not None:
