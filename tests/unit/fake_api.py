@@ -200,7 +200,7 @@ class FakeApi:
     async def delete_release_records(self, namespace: str, release: str) -> None:
         self._call("delete_release_records", namespace, release, write=True)
 
-    async def delete_secret(self, namespace: str, name: str) -> None:
+    async def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> None:
         self._call("delete_secret", namespace, name, write=True)
         self.secrets.pop((namespace, name), None)
 

@@ -1,5 +1,9 @@
-"""What a deletion removes, and whether the garbage collector removes the release's objects. Pure."""
+"""What a deletion removes, and whether the garbage collector removes the release's objects."""
 
+from fake_api import FakeApi, run
+
+from mydb_operator import names
+from mydb_operator.handlers.deletion import delete_own_secret
 from mydb_operator.policy.deletion import deletion_plan, owned_by
 
 SPEC = {"replicas": 1, "version": "15.2", "storage": "1Gi"}
@@ -38,3 +42,16 @@ def test_an_older_release_or_another_owner_needs_helm_uninstall():
     assert not owned_by(statefulset("a-database-of-the-same-name-deleted-before"), UID)
     assert not owned_by(None, UID)  # no StatefulSet seen: uninstall whatever Helm recorded
     assert not owned_by(statefulset(UID), "")
+
+
+def test_only_the_operators_own_secrets_are_deleted_with_the_database():
+    """deletionPolicy Delete removes the database's Secrets that carry the operator's labels for it; a Secret of
+    the same name that someone else made (another app's `db-tls`) stays."""
+    api = FakeApi()
+    ours = {"metadata": {"name": "db-ca", "uid": "u1", "labels": {names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
+                                                                   names.INSTANCE_LABEL: "db"}}}
+    foreign = {"metadata": {"name": "db-tls", "uid": "u2", "labels": {"app": "web"}}}
+    api.secrets = {("ns", "db-ca"): ours, ("ns", "db-tls"): foreign}
+    for secret in ("db-ca", "db-tls", "db-credentials"):
+        run(delete_own_secret(api, "ns", "db", secret))
+    assert api.secrets == {("ns", "db-tls"): foreign}

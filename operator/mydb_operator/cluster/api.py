@@ -90,7 +90,9 @@ class ApiPort(Protocol):
 
     async def delete_release_records(self, namespace: str, release: str) -> None: ...
 
-    async def delete_secret(self, namespace: str, name: str) -> None: ...
+    async def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete the Secret (gone already: nothing); with UID, only that very object (a precondition)."""
+        ...
 
     async def write_record(self, body: dict[str, Any]) -> str:
         """Create or replace (compare-and-swap) the record of the primary; its new resourceVersion."""

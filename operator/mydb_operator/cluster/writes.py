@@ -90,9 +90,11 @@ class Writes(Connection):
         )
 
     @threaded
-    def delete_secret(self, namespace: str, name: str) -> None:
-        with tolerating(404):
-            self.send("DELETE", SECRETS.path(namespace, name))
+    def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> None:
+        body = {"preconditions": {"uid": uid}} if uid else None
+        # Gone already; or (409) replaced by another object since it was read, which stays.
+        with tolerating(404), tolerating(409):
+            self.send("DELETE", SECRETS.path(namespace, name), body)
 
     @threaded
     def grow_claim(self, namespace: str, name: str, size: str) -> None:

@@ -13,8 +13,10 @@ from typing import Any
 import kopf
 
 from .. import names
+from ..cluster.api import ApiPort
 from ..cluster.failures import API_FAILURES, failure_detail
 from ..helm.errors import HelmError
+from ..model.secrets import made_by_the_operator
 from ..policy.deletion import deletion_plan, owned_by
 from ..status.phases import DELETING
 from .daemon import CANCELLATION_SECONDS
@@ -59,11 +61,13 @@ async def delete_database(
             # The record of the primary goes with the data it points into; kept beside retained claims, it
             # tells the same database made again which of them holds the newest data.
             await api.delete_record(namespace, name)
+        secrets: list[str] = []
         if plan.delete_secret:  # a Secret the user supplied is theirs to delete
-            await api.delete_secret(namespace, names.credentials_secret_name(name))
+            secrets.append(names.credentials_secret_name(name))
         if plan.delete_certificates:  # the operator's own, whether or not spec.tls.secretName names another
-            await api.delete_secret(namespace, names.ca_secret_name(name))
-            await api.delete_secret(namespace, names.server_tls_secret_name(name))
+            secrets += [names.ca_secret_name(name), names.server_tls_secret_name(name)]
+        for secret in secrets:
+            await delete_own_secret(api, namespace, name, secret)
     except HelmError as error:
         raise kopf.TemporaryError(f"helm uninstall failed: {error}", delay=10) from None
     except API_FAILURES as error:
@@ -80,3 +84,11 @@ async def delete_database(
             name,
             how,
         )
+
+
+async def delete_own_secret(api: ApiPort, namespace: str, release: str, secret: str) -> None:
+    """Delete SECRET when it is the operator's for RELEASE (its labels), as it was read (its uid): a Secret of the
+    same name that someone else made stays."""
+    found = await api.read_secret(namespace, secret)
+    if found is not None and made_by_the_operator(found, release):
+        await api.delete_secret(namespace, secret, found["metadata"].get("uid"))
