@@ -96,9 +96,15 @@ step "what the operator made"
 kubectl get statefulset,pods,svc,pvc,cronjob -l app.kubernetes.io/instance=production-db -o wide \
   -L myapp.example.com/role
 
-step "real PostgreSQL: a row through the read-write Service, read back through the read-only one"
-uri="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
-uri_ro="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri-ro}' | base64 -d)"
+step "real PostgreSQL: the application's role writes a row through the read-write Service, reads it through the read-only one"
+# The operator makes the role, its database and the Secret production-db-app once the primary answers.
+for _ in $(seq 1 60); do
+  [[ "$(kubectl get mydb production-db -o jsonpath='{.status.application.ready}')" == true ]] && break
+  sleep 1
+done
+uri="$(kubectl get secret production-db-app -o jsonpath='{.data.uri}' | base64 -d)"
+uri_ro="$(kubectl get secret production-db-app -o jsonpath='{.data.uri-ro}' | base64 -d)"
+superuser="$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
 # An operator just upgraded may still be rolling the pods onto its chart: retry
 # while a pod restarts under the command.
 psql_in() {
@@ -120,12 +126,12 @@ for _ in $(seq 1 20); do
   if [[ -n "$(psql_in production-db-2 "${uri_ro}" -Atc "select 1 from demo limit 1" 2>/dev/null)" ]]; then break; fi
   sleep 0.5
 done
-psql_in production-db-2 "${uri_ro}" -c "select id, said, pg_is_in_recovery() as on_a_replica, inet_server_addr() as server from demo order by id desc limit 3"
+psql_in production-db-2 "${uri_ro}" -c "select id, said, current_user as role, current_database() as database, pg_is_in_recovery() as on_a_replica, inet_server_addr() as server from demo order by id desc limit 3"
 
 # The primary is wherever the operator records it (ordinal 0 until a failover or a switchover).
 primary="$(kubectl get mydb production-db -o jsonpath='{.status.primary}')"
 step "pg_stat_replication on the primary (${primary}, through the read-write Service)"
-psql_in "${primary}" "${uri}" -c "select application_name, client_addr, state, sync_state, replay_lag from pg_stat_replication order by 1"
+psql_in "${primary}" "${superuser}" -c "select application_name, client_addr, state, sync_state, replay_lag from pg_stat_replication order by 1"
 kubectl exec "${primary}" -c postgres -- postgres --version
 
 step "the continuous WAL archive (pod production-db-wal-0): what the primary sees of it, and the recovery window"
@@ -145,7 +151,7 @@ containerd, the kubelet, CoreDNS and the registry on ${REGISTRY}), and in it the
 ${OPERATOR_NS}/${RELEASE} and production-db's three PostgreSQL pods. Try:
   export KUBECONFIG=${KUBECONFIG} PATH=${BIN}:\$PATH
   kubectl exec -it production-db-0 -c postgres -- env PGSSLROOTCERT=/etc/mydatabase/tls/ca.crt \
-    psql "\$(kubectl get secret production-db-credentials -o jsonpath='{.data.uri}' | base64 -d)"
+    psql "\$(kubectl get secret production-db-app -o jsonpath='{.data.uri}' | base64 -d)"
   kubectl scale mydb/production-db --replicas=5 && kubectl get mydb -w
   kubectl -n ${OPERATOR_NS} logs deploy/${RELEASE}
   kubectl delete mydb production-db      # PVCs and the credentials Secret are kept (deletionPolicy Retain)

@@ -189,6 +189,11 @@ def backups_claim_name(release: str) -> str:
     return f"{release}-backups"
 
 
+def application_secret_name(release: str) -> str:
+    """The application role's login (spec.application), in the layout clients expect."""
+    return f"{release}-app"
+
+
 def ca_secret_name(release: str) -> str:
     """The database's own certificate authority (its key too): only the operator reads it."""
     return f"{release}-ca"

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .application import as_client, secret_keys
 from .conftest import operator_instead, wait_ready
 from .primaries import (
     Writer,
@@ -270,6 +271,12 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     kept = cluster.kubectl("exec", "-n", namespace, "ha-wal-0", "--", "sh", "-c",
                            'ls "$(dirname "$ARCHIVE_DIR")/diverged-wal"').stdout.split()
     assert [d for d in kept if d.endswith(f"-tl{old_timeline}")], kept
+    # The application's role logs in on the new primary, through the Service, as before the failover.
+    wait_for("status.application ready", lambda: (status(cluster, namespace).get("application") or {}).get("ready"),
+             timeout=60)
+    app = secret_keys(cluster, namespace, "ha-app")
+    answered = as_client(cluster, namespace, new, app["uri"], "select current_user, pg_is_in_recovery()")
+    assert answered.returncode == 0 and answered.stdout.strip() == "app|f", answered.stderr
 
 
 def facts_of_archive(cluster, namespace: str) -> dict:

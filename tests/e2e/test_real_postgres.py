@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from . import psql
+from .application import (as_client, change_the_application_password, check_the_application_role,
+                          secret_keys)
 from .conftest import wait_ready
 from .realnode import NODE_NAME, REGISTRY, REPO, images, on_real_node
 from .waiting import get_json, printed, wait_for
@@ -103,6 +105,10 @@ def test_seed_streams_on_real_pods_and_its_lost_pods_come_back_clean_with_every_
                                  "select pg_is_in_recovery()", check=False)
         assert result.returncode == 0 and result.stdout.strip() == in_recovery, (key, result.stderr)
 
+    # The application's role: its Secret, a verify-full login through the Service, its database and no more.
+    check_the_application_role(cluster, namespace, "production-db", replicas[0])
+    change_the_application_password(cluster, namespace, "production-db", replicas[0])
+
     # The seed's backups are continuous: the archive streams, and the first base backup was taken once Ready.
     assert pods["production-db-wal-0"]["spec"]["nodeName"] == NODE_NAME
     wait_for("the archive streaming", lambda: ((get_json(cluster, "-n", namespace, "mydb", "production-db")
@@ -119,6 +125,10 @@ def test_seed_streams_on_real_pods_and_its_lost_pods_come_back_clean_with_every_
     assert deleted.returncode == 0, deleted.stderr
 
     lose_the_primary_then_a_replica(cluster, namespace, "production-db")
+    # The role and its table are on whichever server is the primary now.
+    app = secret_keys(cluster, namespace, "production-db-app")
+    kept = as_client(cluster, namespace, "production-db-0", app["uri"], "select count(*) from mine")
+    assert kept.returncode == 0 and kept.stdout.strip() == "1", kept.stderr
 
 
 def test_database_elsewhere_stays_on_kwok(cluster, operator, namespace):

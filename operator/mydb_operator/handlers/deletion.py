@@ -66,6 +66,7 @@ async def delete_database(
             secrets.append(names.credentials_secret_name(name))
         if plan.delete_certificates:  # the operator's own, whether or not spec.tls.secretName names another
             secrets += [names.ca_secret_name(name), names.server_tls_secret_name(name)]
+            secrets.append(names.application_secret_name(name))
         for secret in secrets:
             await delete_own_secret(api, namespace, name, secret)
     except HelmError as error:

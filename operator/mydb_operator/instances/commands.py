@@ -1,7 +1,9 @@
-"""What the operator makes a server do: promote it, point a replica at another primary, gather statistics."""
+"""What the operator makes a server do: promote it, point a replica at another primary, gather statistics, keep
+the application's role and database."""
 
 from __future__ import annotations
 
+from ..model.scram import verifier, verifies
 from .connection import Login, Server, session
 
 PROMOTE_SECONDS = 60
@@ -71,3 +73,29 @@ async def analyze(server: Server, login: Login) -> bool:
         async with session(server, login, database) as connection:
             await connection.execute("analyze", timeout=ANALYZE_SECONDS)
     return True
+
+
+def identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+async def keep_owner(server: Server, login: Login, owner: str, database: str, password: str) -> list[str]:
+    """The application's role, logging in with PASSWORD (set as a SCRAM verifier, never in clear, and not again
+    while the stored one verifies it), and its DATABASE owned by it; what had to be done ([]: nothing)."""
+    done: list[str] = []
+    role = identifier(owner)
+    async with session(server, login) as connection:
+        stored = await connection.fetchrow("select rolpassword from pg_authid where rolname = $1", owner)
+        if stored is None:
+            await connection.execute(
+                f"create role {role} login nosuperuser nocreatedb nocreaterole noreplication nobypassrls "
+                f"password '{verifier(password)}'"
+            )
+            done.append(f"role {owner} created")
+        elif not verifies(stored["rolpassword"], password):
+            await connection.execute(f"alter role {role} login password '{verifier(password)}'")
+            done.append(f"role {owner}'s password set from its Secret")
+        if not await connection.fetchval("select exists (select 1 from pg_database where datname = $1)", database):
+            await connection.execute(f"create database {identifier(database)} owner {role}")
+            done.append(f"database {database} created, owned by {owner}")
+    return done

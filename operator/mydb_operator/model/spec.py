@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .application import Application, parse_application
 from .cron import check_cron
 from .errors import SpecError
 from .quantity import parse_quantity
@@ -86,6 +87,7 @@ class DatabaseSpec:
     tls: bool = True  # spec.tls.enabled: TLS for every TCP connection, plain TCP refused
     tls_secret: str = ""  # spec.tls.secretName: the user's server certificate; empty: the operator issues one
     auto_grow: AutoGrow | None = None  # spec.storageAutoGrow; None: the claims keep spec.storage
+    application: Application = field(default_factory=Application)  # spec.application
 
     @property
     def major(self) -> int:
@@ -152,6 +154,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         )
         if auto_grow is not None
         else None,
+        application=parse_application(_section(spec, "application")),
     )
     validate(parsed)
     return parsed

@@ -15,6 +15,7 @@ from ..status.phases import DEPLOYING, PENDING
 from ..status.primary import PrimaryView
 from ..status.problem import Problem
 from ..status.warnings import archive_fork_warnings, kept_data_warnings, warnings_for
+from .application import keep_application
 from .certificates import CertificateState, keep_certificates, reload_where_due
 from .clock import now
 from .converging import converge
@@ -84,7 +85,11 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         outcome = await converge(target, observed, runtime, fresh=cached is None, urgent=moving)
     if spec is not None:
         await reload_where_due(namespace, name, spec, certificates, topology.probes, outcome.observed.pods, runtime)
+    application = await keep_application(
+        namespace, name, spec, previous, topology.record, topology.probes, outcome.observed.pods, runtime
+    )
     outcome.events = volumes.events + topology.events + upgrade.events + certificates.events + outcome.events
+    outcome.events += application.events
     deferred = DEFERRED_RECHECK_SECONDS if outcome.deferred else None
     rechecks = (topology.recheck, upgrade.recheck, certificates.recheck, volumes.recheck, deferred)
     outcome.recheck = min((s for s in rechecks if s is not None), default=None)
@@ -117,6 +122,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         primary=PrimaryView(topology.record, topology.probes, topology.plan, topology.note, topology.archived),
         upgrade=upgrade.state,
         tls=certificates.status,
+        application=application.status,
         storage=volumes.status,
         full=volumes.full,
     )

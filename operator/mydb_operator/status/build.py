@@ -56,6 +56,7 @@ class Happened:
     primary: PrimaryView = field(default_factory=PrimaryView)  # the servers' answers and the primary's plan
     upgrade: UpgradeState | None = None  # a major upgrade's state (policy/major_upgrade.py)
     tls: Mapping[str, Any] = field(default_factory=dict)  # status.tls: the certificate (reconcile/certificates.py)
+    application: Mapping[str, Any] = field(default_factory=dict)  # status.application (reconcile/application.py)
     storage: Mapping[str, Any] = field(default_factory=dict)  # status.storage: size, usage (reconcile/volumes.py)
     full: str | None = None  # the full data volumes, in status' words (policy/volumes.full_volumes)
 
@@ -134,6 +135,8 @@ def build_status(wanted: Wanted, happened: Happened, previous: dict[str, Any], n
         status["upgrade"] = happened.upgrade.as_status()
     if happened.tls:
         status["tls"] = tls_status(happened.tls, view)
+    if happened.application:
+        status["application"] = dict(happened.application)
     if happened.storage:
         status["storage"] = dict(happened.storage)
     backup = {**backups.facts(observation.cronjob, observation.jobs), **happened.on_demand}
