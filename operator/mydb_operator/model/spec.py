@@ -10,6 +10,7 @@ from typing import Any
 from .application import Application, parse_application
 from .cron import check_cron
 from .errors import SpecError
+from .fields import integer, section, text
 from .quantity import parse_quantity
 from .retention import RETENTION_DEFAULT, valid_retention
 from .versions import VERSION_PATTERN, major, supported_range
@@ -99,14 +100,14 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
     for required in ("replicas", "version", "storage"):
         if required not in spec:
             raise SpecError(required, "is required")
-    backup = _section(spec, "backup")
-    restore = _section(spec, "restore")
-    scheduling = _section(spec, "scheduling") or {}
-    replication = _section(spec, "replication") or {}
-    tls = _section(spec, "tls") or {}
-    auto_grow = _section(spec, "storageAutoGrow")
+    backup = section(spec, "backup")
+    restore = section(spec, "restore")
+    scheduling = section(spec, "scheduling") or {}
+    replication = section(spec, "replication") or {}
+    tls = section(spec, "tls") or {}
+    auto_grow = section(spec, "storageAutoGrow")
     parsed = DatabaseSpec(
-        replicas=_integer("replicas", spec["replicas"]),
+        replicas=integer("replicas", spec["replicas"]),
         version=str(spec["version"]),
         storage=str(spec["storage"]),
         storage_class_name=spec.get("storageClassName") or "",
@@ -114,9 +115,9 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         deletion_policy=spec.get("deletionPolicy") or DELETION_RETAIN,
         hibernate=bool(spec.get("hibernate", False)),
         backup=Backup(
-            schedule=_text(backup, "schedule", "backup.schedule"),
-            retention=_text(backup, "retention", "backup.retention", RETENTION_DEFAULT),
-            storage=_text(backup, "storage", "backup.storage", BACKUP_STORAGE),
+            schedule=text(backup, "schedule", "backup.schedule"),
+            retention=text(backup, "retention", "backup.retention", RETENTION_DEFAULT),
+            storage=text(backup, "storage", "backup.storage", BACKUP_STORAGE),
             resources=dict(backup.get("resources") or {}),
             continuous=bool(backup.get("continuous", True)),
             verify=bool(backup.get("verify", False)),
@@ -126,7 +127,7 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         postgresql_parameters=dict((spec.get("postgresql") or {}).get("parameters") or {}),
         existing_secret=(spec.get("credentials") or {}).get("secretName") or "",
         restore=Restore(
-            from_database=_text(restore, "fromDatabase", "restore.fromDatabase"),
+            from_database=text(restore, "fromDatabase", "restore.fromDatabase"),
             backup=restore.get("backup") or RESTORE_LATEST,
             point_in_time=str(restore.get("pointInTime") or ""),
         )
@@ -137,54 +138,27 @@ def parse_spec(spec: Mapping[str, Any]) -> DatabaseSpec:
         node_selector=dict(scheduling.get("nodeSelector") or {}),
         tolerations=tuple(scheduling.get("tolerations") or ()),
         affinity=dict(scheduling.get("affinity") or {}),
-        failover_delay=_integer("failoverDelay", spec.get("failoverDelay", FAILOVER_DELAY_SECONDS)),
-        max_lag_on_failover=_text(spec, "maxLagOnFailover", "maxLagOnFailover", MAX_LAG_ON_FAILOVER),
+        failover_delay=integer("failoverDelay", spec.get("failoverDelay", FAILOVER_DELAY_SECONDS)),
+        max_lag_on_failover=text(spec, "maxLagOnFailover", "maxLagOnFailover", MAX_LAG_ON_FAILOVER),
         synchronous=bool(replication.get("synchronous", False)),
         tls=bool(tls.get("enabled", True)),
-        tls_secret=_text(tls, "secretName", "tls.secretName", ""),
+        tls_secret=text(tls, "secretName", "tls.secretName", ""),
         auto_grow=AutoGrow(
-            limit=_text(auto_grow, "limit", "storageAutoGrow.limit"),
-            threshold_percent=_integer(
+            limit=text(auto_grow, "limit", "storageAutoGrow.limit"),
+            threshold_percent=integer(
                 "storageAutoGrow.thresholdPercent", auto_grow.get("thresholdPercent", AUTO_GROW_THRESHOLD_PERCENT)
             ),
-            increment=_text(auto_grow, "increment", "storageAutoGrow.increment", AUTO_GROW_INCREMENT),
-            interval_seconds=_integer(
+            increment=text(auto_grow, "increment", "storageAutoGrow.increment", AUTO_GROW_INCREMENT),
+            interval_seconds=integer(
                 "storageAutoGrow.intervalSeconds", auto_grow.get("intervalSeconds", AUTO_GROW_INTERVAL_SECONDS)
             ),
         )
         if auto_grow is not None
         else None,
-        application=parse_application(_section(spec, "application")),
+        application=parse_application(section(spec, "application")),
     )
     validate(parsed)
     return parsed
-
-
-# The CRD schema refuses wrong types at admission; these keep `render -f FILE`, which no
-# API server checked, to a SpecError naming the field instead of a traceback.
-def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    value = spec.get(name)
-    if value is not None and not isinstance(value, Mapping):
-        raise SpecError(name, f"must be a mapping, got {value!r}")
-    return value
-
-
-def _integer(field_path: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field_path, f"must be an integer, got {value!r}")
-    return value
-
-
-def _text(section: Mapping[str, Any], key: str, field_path: str, default: str | None = None) -> str:
-    """The string at KEY; absent (or null, which the API server prunes before defaulting): DEFAULT, or required."""
-    value = section.get(key)
-    if value is None and default is not None:
-        return default
-    if value is None:
-        raise SpecError(field_path, "is required")
-    if not isinstance(value, str):
-        raise SpecError(field_path, f"must be a string, got {value!r}")
-    return value
 
 
 def validate(spec: DatabaseSpec) -> None:
