@@ -213,10 +213,10 @@ def _check_auto_grow(auto_grow: AutoGrow, storage: str) -> None:
         )
 
 
-def lag_limit(text: str) -> int | None:
+def lag_limit(quantity: str) -> int | None:
     """maxLagOnFailover in bytes (None: not a quantity of zero or more)."""
     try:
-        limit = parse_quantity(text)
+        limit = parse_quantity(quantity)
     except ValueError:
         return None
     return int(limit) if limit >= 0 else None
