@@ -156,7 +156,7 @@ def test_services_and_dns_between_pods(cluster, namespace):
         own = f"echo-{ordinal}.echo-pods.{namespace}.svc.cluster.local"
         assert wait_for(f"{own} answers", lambda: client(tcp_client(own)) == f"echo-{ordinal}", timeout=30)
     # Nothing outside the cluster's zones resolves in a pod.
-    assert "failed" in client("getent hosts deb.debian.org")
+    assert "failed" in client("getent hosts outside.example.org")
 
 
 def host_link_of(cluster, namespace: str, pod_name: str) -> str:
@@ -376,7 +376,7 @@ def test_coredns_answers_the_cluster_and_refuses_the_rest(cluster):
     """kubernetes.default resolves to the first Service address; any outside name is REFUSED, never forwarded."""
     rcode, addresses = dns_query("kubernetes.default.svc.cluster.local")
     assert (rcode, addresses) == (0, ["198.19.0.1"])
-    for outside in ("deb.debian.org", "example.com", "localhost"):
+    for outside in ("outside.example.org", "example.com", "localhost"):
         assert dns_query(outside)[0] == 5, outside  # REFUSED
 
 
