@@ -262,7 +262,7 @@ def test_a_hung_primary_is_replaced_by_the_most_advanced_replica_and_comes_back_
     assert primaries(cluster, namespace, PODS) == [new]
     # The tail the failover lost is on no server; the archive keeps it aside, and status says where and what.
     assert sql_at(cluster, namespace, new, "select to_regclass('tail') is null") == "t"
-    diverged = wait_for("status.backup.archive.diverged", lambda: facts_of_archive(cluster, namespace).get(
+    [diverged] = wait_for("status.backup.archive.diverged", lambda: facts_of_archive(cluster, namespace).get(
         "diverged"), timeout=60)
     assert diverged["timeline"] == old_timeline and diverged["keptIn"] == f"diverged-wal/*-tl{old_timeline}"
     assert sql_at(cluster, namespace, new, f"select '{diverged['from']}'::pg_lsn < '{tail}'::pg_lsn and "
