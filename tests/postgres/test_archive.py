@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mydb_operator.instances.probe import FACTS
+
 from .harness import EXAMPLE, ArchivePod, BackupJob, DatabasePod, Machine, Rendered, find_helm, render, wait_for
 
 SOURCE = "production-db"   # the seed's name: the restoring databases name it in spec.restore
@@ -208,6 +210,9 @@ def test_a_page_damaged_on_the_primarys_disk_fails_the_verification_of_the_backu
     pod.start(init=False)
     refused = source.machine.psql(pod.ip, "SELECT count(*) FROM damaged")
     assert refused.returncode != 0 and "invalid page in block 0" in refused.stderr, refused.stderr
+    # The operator's probe counts it (status.instances[].checksumFailures, a Warning on each rise).
+    facts = FACTS.replace("$1", "'mydb_archive'").replace("$2", "'mydb_replica_'")
+    assert int(pod.sql(f"SELECT checksum_failures FROM ({facts}) facts")) >= 1
     source.archived()
 
     taken = source.job.script("base-backup.sh")

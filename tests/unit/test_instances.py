@@ -8,6 +8,7 @@ from mydb_operator.model.instances import InstanceFacts, Unreachable, lsn_text, 
 from mydb_operator.model.versions import server_version
 from mydb_operator.model.record import FAILOVER, SWITCHOVER, PrimaryRecord, parse_record
 from mydb_operator.status.primary import PrimaryView, instances, last_moves, primary_status, routing_gap
+from mydb_operator.status.warnings import checksum_warnings
 
 ENTRYPOINT_CONNINFO = ("host=db-0.db-headless.ns.svc port=5432 user=replicator passfile=/var/run/postgresql/.pgpass "
                        "application_name=db-1 tcp_user_timeout=10000 keepalives_idle=10")
@@ -143,6 +144,20 @@ def test_status_says_which_servers_carry_data_checksums():
                                "db-2": InstanceFacts("db-2", True, 1, 10)})
     fields = primary_status("db", view, [pod("db-0", role="primary"), pod("db-1"), pod("db-2")], {})
     assert [entry.get("dataChecksums") for entry in fields["instances"]] == [True, False, None]
+
+
+def test_pages_that_failed_their_checksum_show_per_server_and_each_rise_is_one_warning():
+    view = PrimaryView(probes={"db-0": InstanceFacts("db-0", False, 1, 10, checksum_failures=2),
+                               "db-1": InstanceFacts("db-1", True, 1, 10)})
+    pods = [pod("db-0", role="primary"), pod("db-1")]
+    fields = primary_status("db", view, pods, {})
+    assert [entry.get("checksumFailures") for entry in fields["instances"]] == [2, None]
+    [warning] = checksum_warnings({}, fields)
+    assert warning[:2] == ("Warning", "DataChecksumFailures") and warning[2].startswith("db-0 read 2 data pages")
+    assert checksum_warnings(fields, fields) == []  # told once per rise
+    silent = primary_status("db", PrimaryView(probes={"db-0": Unreachable("db-0", "x"),
+                                                      "db-1": InstanceFacts("db-1", True, 1, 10)}), pods, fields)
+    assert silent["instances"][0]["checksumFailures"] == 2  # kept while the server does not answer
 
 
 @pytest.mark.parametrize("number, version", [(150014, "15.14"), (170002, "17.2"), (130000, "13.0")])

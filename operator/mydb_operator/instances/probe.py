@@ -34,6 +34,7 @@ select pg_is_in_recovery() as in_recovery,
   (select wal_status from pg_replication_slots where slot_name = $1) as archive_slot,
   current_setting('server_version_num')::int as version_num,
   current_setting('data_checksums') = 'on' as data_checksums,
+  (select coalesce(sum(checksum_failures), 0) from pg_stat_database)::bigint as checksum_failures,
   case when current_setting('ssl') = 'on' then encode(sha256(
     pg_read_binary_file(current_setting('ssl_cert_file'), 0, 1048576, true)), 'hex') end as certificate,
   coalesce(current_setting('ssl') = 'on'
@@ -75,6 +76,7 @@ async def probe(server: Server, login: Login, connect_seconds: float = CONNECT_S
         archive_slot=row["archive_slot"],
         version=server_version(row["version_num"]),
         data_checksums=row["data_checksums"],
+        checksum_failures=row["checksum_failures"] or 0,
         certificate=row["certificate"],
         reload_due=row["reload_due"],
         kept=tuple(KeptData(k["dir"], kept_facts(k["info"])) for k in json.loads(row["kept"])),

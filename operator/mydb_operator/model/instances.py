@@ -52,6 +52,7 @@ class InstanceFacts:
     archive_slot: str | None = None  # the archive's slot here: its wal_status (reserved, ..., lost); None: no slot
     version: str = ""  # what the server runs, MAJOR.MINOR (model/versions.server_version)
     data_checksums: bool | None = None  # its pages carry checksums (initdb --data-checksums); None: not asked
+    checksum_failures: int = 0  # pages it found damaged when it read them (pg_stat_database), since its stats began
     # With TLS on: the SHA-256 of the certificate file it has mounted (what the kubelet last wrote there), and
     # whether that file changed since the server last read its configuration (a reload makes it present it).
     certificate: str | None = None

@@ -14,7 +14,7 @@ from ..status.build import Happened, Wanted, build_status
 from ..status.phases import DEPLOYING, PENDING
 from ..status.primary import PrimaryView
 from ..status.problem import Problem
-from ..status.warnings import archive_fork_warnings, kept_data_warnings, warnings_for
+from ..status.warnings import archive_fork_warnings, checksum_warnings, kept_data_warnings, warnings_for
 from .application import keep_application
 from .certificates import CertificateState, keep_certificates, reload_where_due
 from .clock import now
@@ -131,6 +131,7 @@ async def reconcile(body: dict[str, Any], known_status: dict[str, Any] | None, r
         warnings_for(previous, outcome.status)
         + kept_data_warnings(previous, outcome.status)
         + archive_fork_warnings(previous, outcome.status)
+        + checksum_warnings(previous, outcome.status)
     )
     if outcome.status.get("phase") not in (PENDING, DEPLOYING):  # up, hibernated or failed: its turn is over
         runtime.rollouts.leave((namespace, name))

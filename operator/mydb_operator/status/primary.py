@@ -65,6 +65,8 @@ def instances(
                 entry["version"] = probe.version
             if probe.data_checksums is not None:
                 entry["dataChecksums"] = probe.data_checksums
+            if probe.checksum_failures:
+                entry["checksumFailures"] = probe.checksum_failures
             if probe.in_recovery:
                 entry["state"] = probe.receiver or "not streaming"
                 if head is not None:
@@ -75,7 +77,7 @@ def instances(
             entry["role"] = role_label(pod) or "unknown"
             entry["state"] = f"no answer: {probe.error}" if isinstance(probe, Unreachable) else "not answering"
             last = known.get(name) or {}
-            entry.update({key: last[key] for key in ("timeline", "lsn", "keptData") if key in last})
+            entry.update({key: last[key] for key in ("timeline", "lsn", "keptData", "checksumFailures") if key in last})
         entries.append(entry)
     return entries
 

@@ -63,6 +63,22 @@ def kept_data_warnings(previous: dict[str, Any], status: dict[str, Any]) -> list
     return warnings
 
 
+def checksum_warnings(previous: dict[str, Any], status: dict[str, Any]) -> list[Event]:
+    """One Warning each time a server's count of data pages that failed their checksum when read rises: a page
+    on its disk is damaged (not through PostgreSQL), and queries reading it fail."""
+    known = {entry.get("name"): entry.get("checksumFailures", 0) for entry in previous.get("instances") or []}
+    warnings = []
+    for entry in status.get("instances") or []:
+        count = entry.get("checksumFailures", 0)
+        if count > known.get(entry.get("name"), 0):
+            message = (
+                f"{entry.get('name')} read {count} data pages whose checksum failed (pg_stat_database): a page on its "
+                "disk is damaged and queries that read it fail; see docs/backups.md, Damaged pages"
+            )
+            warnings.append(("Warning", "DataChecksumFailures", message))
+    return warnings
+
+
 def archive_fork_warnings(previous: dict[str, Any], status: dict[str, Any]) -> list[Event]:
     """One Warning for each range of WAL the archive newly holds past a failover's fork (policy/archive.py):
     commits no server has, kept on the backup volume."""
