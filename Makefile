@@ -50,12 +50,14 @@ test: tools node-packages ## every check and test: make lint and the unit tests 
 	  echo "make test: make lint and unit tests exit $$first, e2e parallel pass exit $$parallel, serial pass exit $$serial, make check's chart tests exit $$idle, its other tests exit $$quick"; \
 	  [ $$first -eq 0 ] && [ $$parallel -eq 0 ] && [ $$serial -eq 0 ] && [ $$idle -eq 0 ] && [ $$quick -eq 0 ]
 
-lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each)
+lint: venv ## ruff (lint, format) and mypy --strict on operator/, bench/ and hack/, the import-linter layers on operator/ (pyproject.toml configures each), shellcheck on every shell script of the chart and hack/
 	$(VENV)/bin/ruff check operator bench hack
 	$(VENV)/bin/ruff format --check operator bench hack
 	@# mypy's cache outside the clone, beside the tools' builds: a fresh clone checks in 1 s instead of 10.
 	MYPY_CACHE_DIR=$${MYDB_CACHE:-$$HOME/.cache/mydb-operator}/mypy $(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	@command -v shellcheck >/dev/null || { echo "make lint: no shellcheck (make node-packages installs it)" >&2; exit 1; }
+	shellcheck -x -P SCRIPTDIR charts/mydatabase/scripts/*.sh hack/*.sh
 
 check: venv lint scanners postgres ## the quick tier (under 2 minutes): static checks, then every test that needs no cluster (units, charts, hack/ scripts, PostgreSQL scripts)
 	$(PY) -m pytest -n $(TEST_WORKERS) $(QUICK_FIRST) tests/chart tests/hack tests/postgres bench

@@ -49,10 +49,10 @@ else
   export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
   log "kube-router ${KUBE_ROUTER_VERSION}: resolving modules (downloads on a cold cache: minutes)"
   (cd "${work}" && go get -tool "${MODULE}/cmd/kube-router@${KUBE_ROUTER_VERSION}" \
-     2>&1 | grep -v '^go: \(downloading\|added\|upgraded\)' >&2 || true)
+     2>&1 | { grep -v '^go: \(downloading\|added\|upgraded\)' >&2 || true; })
   # shellcheck disable=SC2086 # KUBE_ROUTER_PINS is a list of module@version words
-  (cd "${work}" && go get ${KUBE_ROUTER_PINS} 2>&1 | grep -v '^go: \(downloading\|added\|upgraded\)' >&2 || true)
-  (cd "${work}" && go mod tidy 2>&1 | grep -v '^go: downloading' >&2 || true)
+  (cd "${work}" && go get ${KUBE_ROUTER_PINS} 2>&1 | { grep -v '^go: \(downloading\|added\|upgraded\)' >&2 || true; })
+  (cd "${work}" && go mod tidy 2>&1 | { grep -v '^go: downloading' >&2 || true; })
   log "building kube-router"
   (cd "${work}" && go build -trimpath \
      -ldflags "-s -w -X ${MODULE}/pkg/version.Version=${KUBE_ROUTER_VERSION}" \

@@ -54,7 +54,7 @@ build_kube_score() {
     "require github.com/zegl/kube-score ${KUBE_SCORE_VERSION}" "" \
     "tool github.com/zegl/kube-score/cmd/kube-score" > "${work}/go.mod"
   log "kube-score ${KUBE_SCORE_VERSION}: resolving modules (downloads on a cold cache)"
-  (cd "${work}" && go mod tidy 2>&1 | grep -v '^go: downloading' >&2 || true)
+  (cd "${work}" && go mod tidy 2>&1 | { grep -v '^go: downloading' >&2 || true; })
   log "building kube-score"
   (cd "${work}" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod \
      go build -trimpath -ldflags "-s -w -X main.version=${KUBE_SCORE_VERSION}" \

@@ -87,8 +87,8 @@ new_tools_module() {
   rm -rf "${dir}" && mkdir -p "${dir}"
   printf '%s\n' "module mydb-tools/$(basename "${dir}")" "" "go 1.26.0" "" "$@" > "${dir}/go.mod"
   log "$(basename "${dir}"): resolving modules (downloads on a cold cache)"
-  (cd "${dir}" && go mod tidy 2>&1 | grep -v '^go: downloading' >&2 || true)
-  (cd "${dir}" && go mod download 2>&1 | grep -v '^go: downloading' >&2 || true)
+  (cd "${dir}" && go mod tidy 2>&1 | { grep -v '^go: downloading' >&2 || true; })
+  (cd "${dir}" && go mod download 2>&1 | { grep -v '^go: downloading' >&2 || true; })
 }
 
 build_tool() {
@@ -111,9 +111,9 @@ build_kubernetes() {
   minor="$(cut -d. -f2 <<<"${KUBERNETES_VERSION}")"
   local gomod
   gomod="$(cd "${WORK}" && go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
-  for m in $(sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "${gomod}"); do
+  while read -r m; do
     replaces+=("replace ${m} => ${m} ${staging_version}")
-  done
+  done < <(sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/.*#\1#p' "${gomod}")
   log "kubernetes: ${#replaces[@]} staging modules pinned to ${staging_version}"
   new_tools_module "${dir}" "require k8s.io/kubernetes ${KUBERNETES_VERSION}" "${replaces[@]}" \
     "tool (" \
@@ -162,7 +162,7 @@ build_own_main() {
   cp "${HACK_DIR}/tools/${name}/main.go" "${dir}/"
   printf '%s\n' "module mydb-tools/${name}" "" "go 1.26.0" "" "require ${module} ${version}" > "${dir}/go.mod"
   log "${name}: resolving modules (downloads on a cold cache)"
-  (cd "${dir}" && go mod tidy 2>&1 | grep -v '^go: downloading' >&2 || true)
+  (cd "${dir}" && go mod tidy 2>&1 | { grep -v '^go: downloading' >&2 || true; })
   build_tool "${dir}" "${name}" . "${ldflags}"
 }
 

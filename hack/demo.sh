@@ -108,8 +108,8 @@ superuser="$(kubectl get secret production-db-credentials -o jsonpath='{.data.ur
 # An operator just upgraded may still be rolling the pods onto its chart: retry
 # while a pod restarts under the command.
 psql_in() {
-  local try
-  for try in $(seq 1 30); do
+  local _
+  for _ in $(seq 1 30); do
     # The URIs ask for verify-full: the pod's mounted CA, as a client's PGSSLROOTCERT.
     if kubectl exec "$1" -c postgres -- env PGSSLROOTCERT=/etc/mydatabase/tls/ca.crt \
       psql "$2" -v ON_ERROR_STOP=1 "${@:3}"; then return 0; fi

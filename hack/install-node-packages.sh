@@ -10,10 +10,12 @@
 #   ipset                       kube-router's NetworkPolicy rules (hack/node_policies.py)
 #   xfsprogs                    the real node's XFS volumes (hack/local_volumes.py)
 #   buildah, debootstrap        images built here from Debian's packages (hack/images.sh)
+#   ShellCheck (shellcheck)     make lint's check of every shell script
 set -euo pipefail
 declare -A NEEDS=(
   [containerd]=containerd [crun]=crun [runc]=runc [ctr]=containerd [iptables]=iptables [conntrack]=conntrack [ipset]=ipset
   [buildah]=buildah [debootstrap]=debootstrap [curl]=curl [mkfs.xfs]=xfsprogs [xfs_growfs]=xfsprogs [losetup]=mount
+  [shellcheck]=shellcheck
 )
 missing=()
 for command in "${!NEEDS[@]}"; do

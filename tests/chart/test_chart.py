@@ -380,7 +380,7 @@ def test_parameter_change_rolls_pods(render):
     ("entrypoint.sh", True), ("primary-init.sh", True), ("replica-bootstrap.sh", True), ("restore.sh", True),
     ("credentials.sh", True), ("recover.sh", True), ("wal-restore.sh", True), ("backup.sh", False),
     ("base-backup.sh", False), ("prune.sh", False), ("test-connection.sh", False), ("wal-archive.sh", False),
-    ("verify.sh", False), ("major-upgrade.sh", False), ("old-binaries.sh", False),
+    ("verify.sh", False), ("major-upgrade.sh", False), ("old-binaries.sh", False), ("stamps.sh", True),
 ])
 def test_only_the_scripts_database_pods_run_restart_them(helm, tmp_path, script, restarts):
     """A fixed backup or test script reaches its next run through the ConfigMap; only a script the

@@ -303,6 +303,8 @@ DEFAULTS = {
     "storageAutoGrow.thresholdPercent": (lambda spec: spec.auto_grow.threshold_percent, None),
     "storageAutoGrow.increment": (lambda spec: spec.auto_grow.increment, None),
     "storageAutoGrow.intervalSeconds": (lambda spec: spec.auto_grow.interval_seconds, None),
+    "application.owner": (lambda spec: spec.application.owner, None),
+    "application.database": (lambda spec: spec.application.database, None),
 }
 
 

@@ -215,6 +215,7 @@ def test_a_page_damaged_on_the_primarys_disk_fails_the_verification_of_the_backu
     assert int(pod.sql(f"SELECT checksum_failures FROM ({facts}) facts")) >= 1
     source.archived()
 
+    time.sleep(1.1)   # base backups are named by the second
     taken = source.job.script("base-backup.sh")
     assert taken.returncode == 0, taken.stdout + taken.stderr
     newest = source.base_backups()[-1]

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by wal-archive.sh, base-backup.sh, recover.sh and primary-init.sh
 # (not run on its own). The base backups (base/) and the WAL (wal/) of a
 # backup volume belong to one PostgreSQL major: a base backup of one major
@@ -14,6 +15,8 @@ binary_major() {
   pg_basebackup --version | sed -n 's/^[^0-9]*\([0-9][0-9]*\).*/\1/p'
 }
 
+. "${SCRIPTS_DIR:-$(dirname "$0")}/stamps.sh"
+
 # archive_major DIR: the major whose base backups and WAL DIR holds; empty
 # when DIR says nothing (a new volume). A volume from before PG_MAJOR existed
 # is read from its newest base backup.
@@ -22,7 +25,7 @@ archive_major() {
     cat "$1/PG_MAJOR"
     return 0
   fi
-  newest="$(ls "$1/base" 2>/dev/null | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort | tail -n 1 || true)"
+  newest="$(stamps "$1/base" | tail -n 1)"
   if [ -n "$newest" ]; then
     cat "$1/base/$newest/data/PG_VERSION"
   fi

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by the other scripts (not run on its own). Credentials come as files
 # (the Secret mounted as a volume), never as environment variables: a value in
 # the environment is inherited by every process the script starts, PostgreSQL

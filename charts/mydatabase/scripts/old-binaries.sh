@@ -27,4 +27,4 @@ done | sort -u | while read -r library; do
     *) cp -L "$library" "$OLD_ROOT/deps/" ;;
   esac
 done
-echo "old-binaries: PostgreSQL $major copied into $OLD_ROOT ($(ls "$OLD_ROOT/deps" | wc -l) libraries)"
+echo "old-binaries: PostgreSQL $major copied into $OLD_ROOT ($(find "$OLD_ROOT/deps" -mindepth 1 -maxdepth 1 | wc -l) libraries)"

@@ -59,11 +59,11 @@ rm -rf "$new"
 # A recovery from the archive copies a whole cluster: no initdb.
 . "$SCRIPTS_DIR/archive-major.sh"
 has_base_backup() {
-  [ -n "${RESTORE_DIR:-}" ] && ls "$(recovery_dir "$RESTORE_DIR")/base" 2>/dev/null | grep -qE '^[0-9]{8}T[0-9]{6}Z$'
+  [ -n "${RESTORE_DIR:-}" ] && [ -n "$(stamps "$(recovery_dir "$RESTORE_DIR")/base")" ]
 }
 if [ -n "$RESTORE_FROM" ] && { [ -n "${RESTORE_TARGET_TIME:-}" ] || { [ "$RESTORE_FROM" = latest ] && has_base_backup; }; }; then
   echo "primary-init: recovering from the archive in ${RESTORE_DIR:-(no RESTORE_DIR)} before serving"
-  RECOVER_INTO="$new" SCRIPTS_DIR="$SCRIPTS_DIR" sh "$SCRIPTS_DIR/recover.sh" || {
+  RECOVER_INTO="$new" sh "$SCRIPTS_DIR/recover.sh" || {
     echo "primary-init: recovery failed; $PGDATA stays empty and the next start tries again" >&2
     rm -rf "$new"
     exit 1

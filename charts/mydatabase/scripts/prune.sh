@@ -12,6 +12,7 @@
 #   ARCHIVE_DIR   the continuous archive (default BACKUP_DIR/wal)
 #   NOW   seconds since the epoch to prune against (default: now; for tests)
 set -eu
+. "${SCRIPTS_DIR:-$(dirname "$0")}/stamps.sh"
 
 : "${BACKUP_DIR:?BACKUP_DIR is required}"
 : "${BACKUP_RETENTION:?BACKUP_RETENTION is required}"
@@ -55,7 +56,7 @@ epoch() {
 
 # Only names this job writes are considered; anything else is left alone.
 # Stamps sort lexically in time order, so the last one is the newest.
-dumps="$(ls "$BACKUP_DIR" | grep -E '^[0-9]{8}T[0-9]{6}Z\.dump$' | sort || true)"
+dumps="$(stamps "$BACKUP_DIR" .dump)"
 newest="$(printf '%s\n' "$dumps" | tail -n 1)"
 
 for name in $dumps; do
@@ -71,7 +72,7 @@ done
 # Hidden .partial ones never match.
 base="$BACKUP_DIR/base"
 [ -d "$base" ] || exit 0
-backups="$(ls "$base" | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort || true)"
+backups="$(stamps "$base")"
 newest="$(printf '%s\n' "$backups" | tail -n 1)"
 anchor=""
 for name in $backups; do
@@ -88,7 +89,7 @@ done
 
 # The WAL: a recovery from the oldest base backup kept reads from its start_wal on; older segments
 # (of every timeline, .partial ones included) serve no recovery any more. History files stay.
-oldest="$(ls "$base" | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort | head -n 1)"
+oldest="$(stamps "$base" | head -n 1)"
 archive="${ARCHIVE_DIR:-$BACKUP_DIR/wal}"
 if [ -n "$oldest" ] && [ -d "$archive" ]; then
   start_wal="$(sed -n 's/^start_wal=//p' "$base/$oldest/info")"

@@ -37,13 +37,14 @@ base="$RESTORE_DIR/base"
 archive="$RESTORE_DIR/wal"
 target="${RESTORE_TARGET_TIME:-}"
 
-backups="$(ls "$base" 2>/dev/null | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort || true)"
+backups="$(stamps "$base")"
 if [ -z "$backups" ]; then
   echo "recover: no base backup in $base" >&2
   exit 1
 fi
 info() { sed -n "s/^$2=//p" "$base/$1/info"; }
 first_point="$(info "$(printf '%s\n' "$backups" | head -n 1)" end_time)"
+# shellcheck disable=SC2012 # WAL names are hex digits; ls -t is POSIX sh's one way to take the newest file
 archive_end="$(ls -t "$archive" 2>/dev/null | head -n 1)"
 archive_end="$( [ -n "$archive_end" ] && date -u -r "$archive/$archive_end" +%Y-%m-%dT%H:%M:%SZ || echo unknown)"
 window="the archive recovers from $first_point to about $archive_end"

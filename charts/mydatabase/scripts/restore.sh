@@ -29,8 +29,9 @@ export PGDATABASE="${PGDATABASE:-postgres}"
 case "$RESTORE_FROM" in
   latest)
     : "${BACKUP_DIR:?BACKUP_DIR is required with RESTORE_FROM=latest}"
-    # Same names as prune.sh: stamps sort in time order; .partial files never match.
-    name="$(ls "$BACKUP_DIR" | grep -E '^[0-9]{8}T[0-9]{6}Z\.dump$' | sort | tail -n 1)"
+    # Same names as prune.sh (stamps.sh): stamps sort in time order; .partial files never match.
+    . "${SCRIPTS_DIR:-$(dirname "$0")}/stamps.sh"
+    name="$(stamps "$BACKUP_DIR" .dump | tail -n 1)"
     if [ -z "$name" ]; then
       echo "restore: no dump in $BACKUP_DIR" >&2
       exit 1

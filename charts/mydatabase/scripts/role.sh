@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced by entrypoint.sh (not run on its own): which pod is the primary, so
 # which role this pod starts in. The operator owns the answer: it records the
 # primary in the ConfigMap <name>-primary, mounted here as PRIMARY_RECORD,
@@ -23,8 +24,10 @@ if [ -n "${PRIMARY_RECORD:-}" ] && [ -s "$PRIMARY_RECORD" ]; then
     *) echo "role: $PRIMARY_RECORD names '$recorded', not a pod of ${POD_NAME%-*}" >&2; exit 1 ;;
   esac
   PRIMARY_POD="$recorded"
+  # shellcheck disable=SC2034 # read by the scripts that source this one
   RECORDED=true
 fi
+# shellcheck disable=SC2034 # ROLE is read by the scripts that source this one
 if [ "$PRIMARY_POD" = "$POD_NAME" ]; then
   ROLE=primary
 else

@@ -20,8 +20,9 @@ set -eu
 : "${VERIFY_DIR:?VERIFY_DIR is required}"
 SCRIPTS_DIR="${SCRIPTS_DIR:-$(dirname "$0")}"
 . "$SCRIPTS_DIR/credentials.sh"
+. "$SCRIPTS_DIR/stamps.sh"
 base="$BACKUP_DIR/base"
-newest="$(ls "$base" 2>/dev/null | grep -E '^[0-9]{8}T[0-9]{6}Z$' | sort | tail -n 1 || true)"
+newest="$(stamps "$base" | tail -n 1)"
 if [ -z "$newest" ]; then
   echo "verify: failed: no base backup in $base" >&2
   exit 1
@@ -33,7 +34,7 @@ pg_verifybackup --quiet "$base/$newest/data" || {
   echo "verify: failed: base backup $newest does not match its manifest" >&2
   exit 1
 }
-RECOVER_INTO="$copy" RESTORE_DIR="$BACKUP_DIR" SCRIPTS_DIR="$SCRIPTS_DIR" sh "$SCRIPTS_DIR/recover.sh" || {
+RECOVER_INTO="$copy" RESTORE_DIR="$BACKUP_DIR" sh "$SCRIPTS_DIR/recover.sh" || {
   echo "verify: failed: base backup $newest and the archive after it did not recover" >&2
   exit 1
 }
