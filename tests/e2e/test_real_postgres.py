@@ -107,7 +107,7 @@ def test_seed_streams_on_real_pods_and_its_lost_pods_come_back_clean_with_every_
 
     # The application's role: its Secret, a verify-full login through the Service, its database and no more.
     check_the_application_role(cluster, namespace, "production-db", replicas[0])
-    change_the_application_password(cluster, namespace, "production-db", replicas[0])
+    change_the_application_password(cluster, namespace, "production-db", replicas[0], primary)
 
     # The seed's backups are continuous: the archive streams, and the first base backup was taken once Ready.
     assert pods["production-db-wal-0"]["spec"]["nodeName"] == NODE_NAME

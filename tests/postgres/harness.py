@@ -207,6 +207,10 @@ class Machine:
         # A quote, a backslash and a space: every script must pass it through intact (psql, libpq's pgpass).
         "replication-password": "rp-" + secrets.token_urlsafe(12) + " it's \\ odd",
     })
+    # The application's Secret (NAME-app) as the operator makes it; the role exists once a test makes it.
+    application: dict[str, str] = field(default_factory=lambda: {
+        "username": "app", "password": "ap-" + secrets.token_urlsafe(12) + ":odd\\", "dbname": "app",
+    })
 
     @property
     def path(self) -> str:
@@ -339,11 +343,12 @@ class Container:
         return target
 
     def _secret(self, source: dict, target: Path) -> Path:
-        """The machine's credentials, or its certificates, as the Secret volume's files, with its defaultMode
-        (and only its `items`, when it lists some)."""
+        """The machine's credentials, its certificates or its application's login, as the Secret volume's files,
+        with its defaultMode (and only its `items`, when it lists some)."""
         self.machine.mkdir(target)
         tls = source["secretName"].endswith("-tls")
-        files = loopback_certificates() if tls else self.machine.secret
+        application = source["secretName"].endswith("-app")
+        files = loopback_certificates() if tls else self.machine.application if application else self.machine.secret
         if source.get("items"):
             files = {item["path"]: files[item["key"]] for item in source["items"]}
         for key, text in files.items():

@@ -1,6 +1,8 @@
 #!/bin/sh
 # `helm test`: a client's view of a running database. Through the read-write
-# Service, with the generated credentials, it writes a row and reads it back;
+# Service, as the application's role in its database (CREDENTIALS_DIR holds
+# username, password and dbname; without dbname, the superuser's
+# credentials in the postgres database), it writes a row and reads it back;
 # with replicas, the read-only Service must land on a server in recovery that
 # gets the row. It cleans up after itself (the table is dropped).
 #
@@ -16,7 +18,9 @@ set -eu
 private="$(mktemp -d)"
 trap 'rm -rf "$private"' EXIT
 connect_as_superuser "$private"
-export PGDATABASE=postgres PGCONNECT_TIMEOUT=10
+PGDATABASE=postgres
+[ ! -s "$CREDENTIALS_DIR/dbname" ] || PGDATABASE="$(credential dbname)"
+export PGDATABASE PGCONNECT_TIMEOUT=10
 
 sql() {
   host="$1"

@@ -23,6 +23,7 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
         "image": {"tag": spec.version},
         "storage": {"size": spec.storage},
         "credentials": {"secretName": spec.existing_secret or names.credentials_secret_name(release)},
+        "application": {"secretName": names.application_secret_name(release)},  # helm test's login
         "roleLabel": names.ROLE_LABEL,
         "backup": {"enabled": False},
         # The operator restarts the pods itself (reconcile/topology.py): replicas, then one switchover.
