@@ -3,7 +3,7 @@
 Two renders are scanned:
 
   seed      `mydb-operator render -f examples/production-db.yaml`, exactly as the
-            README's dry-run prints it (no platform config, no -n: namespace default)
+            dry-run of docs/development.md prints it (no platform config, no -n: namespace default)
   operator  `helm template mydb-operator charts/mydatabase-operator -n mydb-system`,
             the chart's default values, in the namespace docs/install.md installs it to
 

@@ -169,8 +169,9 @@ def test_a_restricted_namespace_runs_a_real_node_database_its_backups_and_its_te
                                                                                      namespace):
     """In a namespace whose Pod Security admission enforces `restricted`, every pod of a real-node database
     with continuous backup is admitted and runs: the servers, the archive, its first base backup, an
-    on-demand dump, and `helm test`'s pod, which writes and reads a row through the read-write Service with
-    the generated credentials and reads it back from a replica through the read-only one."""
+    on-demand dump, and `helm test`'s pod, which writes and reads a row through the read-write Service as the
+    application's role (its Secret, made by the operator) and reads it back from a replica through the
+    read-only one."""
     cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
                     "pod-security.kubernetes.io/enforce-version=latest")
     control = cluster.kubectl("run", "not-restricted", "--image=example.invalid/x", "-n", namespace, check=False)
