@@ -156,8 +156,11 @@ def test_printer_columns(version):
         ("Ready", ".status.readyReplicas", "integer"),
         ("Version", ".status.version", "string"),
         ("Phase", ".status.phase", "string"),
+        ("Primary", ".status.primary", "string"),
         ("Age", ".metadata.creationTimestamp", "date"),
     ]
+    # The primary with -o wide only: `kubectl get mydb` stays as narrow as it was.
+    assert [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")] == ["Primary"]
 
 
 def test_printer_column_paths_exist_in_the_schema(version, root_schema):
