@@ -60,9 +60,10 @@ def change_the_application_password(cluster, namespace: str, name: str, client_p
     a SCRAM verifier, and the password itself is in no line of the server's log."""
     old = secret_keys(cluster, namespace, f"{name}-app")
     superuser = secret_keys(cluster, namespace, f"{name}-credentials")["uri"]
-    logged = as_client(cluster, namespace, client_pod, superuser,
-                       "alter system set log_statement = 'all'; select pg_reload_conf()")
-    assert logged.returncode == 0, logged.stderr
+    # One statement per call: psql -c runs several in one transaction, where ALTER SYSTEM may not run.
+    for statement in ("alter system set log_statement = 'all'", "select pg_reload_conf()"):
+        logged = as_client(cluster, namespace, client_pod, superuser, statement)
+        assert logged.returncode == 0, logged.stderr
     password = "changed-" + secrets.token_hex(8)
     patch = {"data": {"password": base64.b64encode(password.encode()).decode()}}
     cluster.kubectl("patch", "-n", namespace, "secret", f"{name}-app", "-p", json.dumps(patch))
@@ -72,9 +73,9 @@ def change_the_application_password(cluster, namespace: str, name: str, client_p
                                                                  "select 1").returncode == 0, timeout=60)
     assert refused(as_client(cluster, namespace, client_pod, old["uri"], "select 1"), "password authentication failed")
     server_log = cluster.kubectl("logs", "-n", namespace, primary, "-c", "postgres", "--since=5m").stdout
-    reset = as_client(cluster, namespace, client_pod, superuser,
-                      "alter system reset log_statement; select pg_reload_conf()")
-    assert reset.returncode == 0, reset.stderr
+    for statement in ("alter system reset log_statement", "select pg_reload_conf()"):
+        reset = as_client(cluster, namespace, client_pod, superuser, statement)
+        assert reset.returncode == 0, reset.stderr
     assert password not in server_log
     said = [line for line in server_log.splitlines() if "alter role" in line.lower()]
     assert said and all("SCRAM-SHA-256$4096:" in line for line in said), said

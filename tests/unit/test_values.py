@@ -78,7 +78,9 @@ def test_a_chart_that_does_not_declare_the_newer_values_is_not_given_them():
     synchronous database on such a chart is refused instead of silently running asynchronous."""
     older = frozenset({"replicas", "image", "storage", "credentials", "roleLabel", "backup"})
     values = database_values("db", parse_spec(SEED), Platform(), chart_keys=older)
-    assert "updateStrategy" not in values and "replication" not in values
+    assert "updateStrategy" not in values and "replication" not in values and "application" not in values
+    assert database_values("db", parse_spec(SEED), Platform(), chart_keys=older | {"application"})["application"] == {
+        "secretName": "db-app"}
     assert "updateStrategy" in database_values("db", parse_spec(SEED), Platform(), chart_keys=older | {"updateStrategy"})
     with pytest.raises(SpecError, match="does not take replication values") as refused:
         database_values("db", parse_spec({**SEED, "replication": {"synchronous": True}}), Platform(), chart_keys=older)

@@ -89,10 +89,10 @@ def owner_value(name: str, uid: str) -> dict[str, str]:
     return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": names.KIND, "name": name, "uid": uid}
 
 
-# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones, 0.10.0 for tls): an older chart (a database upgraded
-# from it) or a platform's own chart that does not declare them is not given them, as it would refuse an
-# unknown key.
-NEWER_VALUES = ("updateStrategy", "replication", "backup.continuous", "restore.pointInTime", "tls")
+# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones, 0.10.0 for tls, 0.12.0 for application): an older
+# chart (a database upgraded from it) or a platform's own chart that does not declare them is not given them, as it
+# would refuse an unknown key.
+NEWER_VALUES = ("updateStrategy", "replication", "backup.continuous", "restore.pointInTime", "tls", "application")
 
 
 def value_keys(defaults: dict[str, Any]) -> frozenset[str]:
