@@ -696,6 +696,8 @@ def test_no_replica_within_max_lag_means_no_promotion_and_status_says_why(cluste
     primary hangs: nothing is promoted, the Failover condition and a Warning say why; once the primary
     resumes, it is Ready again as the same primary."""
     namespace = second
+    # The test before may end while a pod it restarted is still starting: every replica streams first.
+    settled(cluster, namespace, status(cluster, namespace, "two")["targetPrimary"], "two")
     earlier = len([e for e in events(cluster, namespace, "NoEligibleReplica") if e["involvedObject"]["name"] == "two"])
     cluster.kubectl("patch", "-n", namespace, "mydb/two", "--type=merge", "-p",
                     '{"spec": {"maxLagOnFailover": "1Mi", "failoverDelay": 0}}')
@@ -788,8 +790,11 @@ def postgres_pid_or_none(cluster, namespace: str, pod: str) -> int | None:
 
 
 def receiver_pid(cluster, namespace: str, pod: str) -> int | None:
-    """The host PID of POD's WAL receiver process."""
-    postmaster = postgres_pid(cluster, namespace, pod)
+    """The host PID of POD's WAL receiver process; None while there is none (its container is starting too)."""
+    try:
+        postmaster = postgres_pid(cluster, namespace, pod)
+    except (KeyError, StopIteration, AssertionError):  # no container ID yet, or no process of it on the host
+        return None
     children = open(f"/proc/{postmaster}/task/{postmaster}/children").read().split()
     for child in children:
         try:
