@@ -45,6 +45,7 @@ class FakeApi:
         self.cronjobs: dict[Key, dict[str, Any]] = {}
         self.job_pods_made: dict[Key, list[dict[str, Any]]] = {}  # (namespace, Job) -> its pods
         self.records: dict[Key, dict[str, Any]] = {}  # the records of the primary (ConfigMaps), as written
+        self.leases: dict[Key, dict[str, Any]] = {}  # the primary leases, as written
         self.observations: dict[Key, Observation] = {}  # what a full read of one database answers
         self.summaries: dict[str, dict[str, Any]] = {}  # node -> its kubelet's /stats/summary
         self.databases: dict[Key, dict[str, Any]] = {}  # the MyDatabases as the API has them now
@@ -220,6 +221,22 @@ class FakeApi:
     async def delete_record(self, namespace: str, release: str) -> None:
         self._call("delete_record", namespace, release, write=True)
         self.records.pop((namespace, names.primary_record(release)), None)
+        self.leases.pop((namespace, names.primary_record(release)), None)
+
+    async def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._call("read_lease", namespace, name)
+        return self.leases.get((namespace, name))
+
+    async def write_lease(self, body: dict[str, Any]) -> str:
+        """Create, or replace at the resourceVersion it was based on (409 otherwise)."""
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        self._call("write_lease", *key, write=True)
+        stored = self.leases.get(key)
+        if (body["metadata"].get("resourceVersion") or None) != (stored["metadata"]["resourceVersion"] if stored else None):
+            raise ApiException(status=409, reason="Conflict")
+        self._versions += 1
+        self.leases[key] = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self._versions)}}
+        return str(self._versions)
 
     async def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
         self._call("delete_pod", namespace, name, uid, grace, write=True)

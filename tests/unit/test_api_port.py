@@ -11,6 +11,8 @@ from typing import Any
 from fake_api import FakeApi
 from test_clients import api_server  # noqa: F401 (the loopback API server fixture)
 
+from kubernetes.client.exceptions import ApiException
+
 from mydb_operator.cluster.api import ApiPort, KubernetesApi
 from mydb_operator.cluster.clients import Connection
 
@@ -27,7 +29,7 @@ def port_calls() -> dict[str, inspect.Signature]:
 
 def test_the_fake_offers_every_call_of_the_port_with_its_signature() -> None:
     calls = port_calls()
-    assert len(calls) == 30
+    assert len(calls) == 32
     for name, signature in calls.items():
         fake = getattr(FakeApi, name, None)
         assert fake is not None and inspect.iscoroutinefunction(fake), name
@@ -82,6 +84,25 @@ def test_each_write_is_one_request(api_server: Any) -> None:  # noqa: F811
     record = {"metadata": {"namespace": "ns", "name": "db-primary", "resourceVersion": "3"}}
     version, made = requests(api_server, "write_record", record)
     assert version == "9" and made == [("PUT", "/api/v1/namespaces/ns/configmaps/db-primary", record)]
+
+
+def test_the_primary_lease_is_read_created_and_replaced_at_its_resource_version(api_server: Any) -> None:  # noqa: F811
+    answers, _, _ = api_server
+    collection = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
+    answers[("GET", f"{collection}/db-primary")] = (404, {"kind": "Status", "code": 404})
+    answers[("POST", collection)] = (201, {"metadata": {"resourceVersion": "5"}})
+    answers[("PUT", f"{collection}/db-primary")] = (409, {"kind": "Status", "code": 409})
+    assert requests(api_server, "read_lease", "ns", "db-primary")[0] is None
+    body = {"metadata": {"namespace": "ns", "name": "db-primary"}, "spec": {"holderIdentity": "db-1"}}
+    version, made = requests(api_server, "write_lease", body)
+    assert version == "5" and made == [("POST", collection, body)]
+    stale = {**body, "metadata": {**body["metadata"], "resourceVersion": "4"}}  # renewed since it was read
+    try:
+        requests(api_server, "write_lease", stale)
+    except ApiException as error:
+        assert error.status == 409
+    else:
+        raise AssertionError("a stale lease was written")
 
 
 def test_the_client_is_made_on_first_use_and_a_dedicated_connection_has_its_own() -> None:

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from mydb_operator import names
-from mydb_operator.model.instances import InstanceFacts, Standby, Unreachable
+from mydb_operator.model.instances import InstanceFacts, Standby, Unreachable, with_value
+from mydb_operator.model.lease import FENCE_SECONDS, STILL_SECONDS, LeaseFacts
 from mydb_operator.model.record import FAILOVER, REBUILT, RESTART, SWITCHOVER, PrimaryRecord
 from mydb_operator.policy import maintenance
 from mydb_operator.policy.actions import (
+    KeepLease,
     FAILING_OVER,
     SERVING,
     STARTING,
@@ -80,7 +82,8 @@ SEEN = object()  # members(): the default sighting, see there
 def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRecord | None = None,
             served: bool = True, settings: HaSettings = SETTINGS, reference: int | None = None,
             now: datetime = NOW, sighting: Any = SEEN, watching_since: Any = SEEN,
-            last_primary: str | None = None) -> Members:
+            last_primary: str | None = None, lease: LeaseFacts | None = None, lease_still: float = 0.0,
+            lease_members: tuple[str, ...] = ()) -> Members:
     """The database as the decisions see it. Unless told otherwise, the operator read the recorded primary's
     position (REFERENCE, else 0) just as it stopped serving, with every replica that answered streaming, and
     has watched it down since then."""
@@ -99,7 +102,8 @@ def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRec
         sighting = Sighting(primary, unavailable_since(down) or now, reference or 0, 1, streaming)
     return Members(namespace="ns", release="db", pods=tuple(pods), record=record,
                    probes={p.pod: p for p in probes}, settings=settings, now=now, served=served,
-                   sighting=sighting, watching_since=watching_since, last_primary=last_primary)
+                   sighting=sighting, watching_since=watching_since, last_primary=last_primary, lease=lease,
+                   lease_still=lease_still, lease_members=lease_members)
 
 
 # ---------------------------------------------------------------- the choice of a replica
@@ -224,16 +228,18 @@ def test_the_old_primary_is_fenced_before_anything_is_promoted():
     pods = [pod(0, ready=False, role="primary"), pod(1), pod(2)]
     facts = [replica_facts(1, 950), replica_facts(2, 900)]
     first = plan(members(pods, facts, record=recorded()))
-    assert first.state == FAILING_OVER
-    assert first.actions == (Fence("db-0", "uid-0", 1),) and first.recheck is not None
+    assert first.state == FAILING_OVER and first.recheck is not None
+    assert first.actions == (Fence("db-0", "uid-0", 1), *detached_to(1, facts))
     still_running = [pod(0, ready=False, role="fenced", deleting=NOW + timedelta(seconds=1)), pod(1), pod(2)]
-    assert plan(members(still_running, facts, record=recorded())).actions == ()
+    assert plan(members(still_running, facts, record=recorded())).actions == detached_to(1, facts)
+    repointed = [replica_facts(1, 950, upstream=1), replica_facts(2, 900, upstream=1)]
+    assert plan(members(still_running, repointed, record=recorded())).actions == ()
     stopped = [pod(0, ready=False, role="fenced", deleting=NOW, terminated=True), pod(1), pod(2)]
     assert plan(members(stopped, facts, record=recorded())).actions == (Promote("db-1"),)
     # A new pod under the old primary's name may have started before the record, as the primary: it is
     # fenced too, unless its own server says it is a standby, or it was made after the decision.
     replaced = [pod(0, ready=False, role="replica"), pod(1), pod(2)]
-    assert plan(members(replaced, facts, record=recorded())).actions == (Fence("db-0", "uid-0", 1),)
+    assert plan(members(replaced, facts, record=recorded())).actions == (Fence("db-0", "uid-0", 1), *detached_to(1, facts))
     standby = plan(members(replaced, [*facts, replica_facts(0, 100)], record=recorded()))
     assert standby.actions == (Promote("db-1"),)
     later = pod(0, ready=False, role="replica")
@@ -241,9 +247,45 @@ def test_the_old_primary_is_fenced_before_anything_is_promoted():
     assert plan(members([later, pod(1), pod(2)], facts, record=recorded())).actions == (Promote("db-1"),)
 
 
-def test_a_fenced_pod_whose_node_never_answers_stops_waiting_after_the_timeout():
-    stuck = pod(0, ready=False, role="fenced", deleting=NOW - timedelta(seconds=16))
-    assert plan(members([stuck, pod(1)], [replica_facts(1, 950)], record=recorded())).actions == (Promote("db-1"),)
+def detached_to(ordinal: int, facts: list[InstanceFacts]) -> tuple[Repoint, ...]:
+    """Every standby pointed at db-ORDINAL, itself included: none vouches for the old primary any longer."""
+    return tuple(Repoint(f.pod, with_value(f.conninfo, "host", HOST.format(ordinal))) for f in facts)
+
+
+def test_a_fenced_pod_whose_node_never_answers_is_taken_for_stopped_once_the_lease_stood_still_long_enough():
+    """Its kubelet cannot confirm the kill: the pod, if it runs, stops its own server once it cannot renew the
+    lease (the chart's lease.pl, within FENCE_SECONDS), so the promotion waits for the lease alone."""
+    stuck = pod(0, ready=False, role="fenced", deleting=NOW - timedelta(minutes=5))
+    facts = [replica_facts(1, 950)]
+    moved = LeaseFacts("db-1", ("db-0", "db-1"), "7")
+
+    def actions(lease: LeaseFacts | None, still: float) -> tuple[Any, ...]:
+        return plan(members([stuck, pod(1)], facts, record=recorded(), lease=lease, lease_still=still)).actions
+
+    assert actions(moved, STILL_SECONDS - 0.1) == detached_to(1, facts)
+    assert actions(moved, STILL_SECONDS) == (Promote("db-1"),)
+    assert STILL_SECONDS > FENCE_SECONDS  # the old primary stopped before: never two primaries at once
+    # A lease that still names the old primary (or none could be read) is no evidence of anything.
+    assert actions(LeaseFacts("db-0", ("db-0", "db-1"), "7"), 3600) == detached_to(1, facts)
+    assert actions(None, 3600) == detached_to(1, facts)
+
+
+def test_the_lease_names_the_recorded_primary_and_the_pods_first_in_a_failover_and_while_it_serves():
+    facts = [replica_facts(1, 950)]
+    pods = [pod(0, ready=False, role="fenced", deleting=NOW, terminated=True), pod(1)]
+    wanted = ("db-0", "db-1")
+    old = LeaseFacts("db-0", wanted, "7")
+    failing_over = plan(members(pods, facts, record=recorded(), lease=old, lease_members=wanted))
+    assert failing_over.actions == (KeepLease("db-1", wanted), Promote("db-1"))
+    serving = [pod(0), pod(1, role="replica"), pod(2)]
+    steady = plan(members(serving, [primary_facts(0), replica_facts(1, 1000), replica_facts(2, 1000)],
+                          lease=None, lease_members=("db-0", "db-1", "db-2")))
+    assert steady.actions[-1] == KeepLease("db-0", ("db-0", "db-1", "db-2"))
+    kept = LeaseFacts("db-0", ("db-0", "db-1", "db-2"), "9")
+    assert KeepLease not in {type(a) for a in plan(members(serving, [primary_facts(0), replica_facts(1, 1000),
+        replica_facts(2, 1000)], lease=kept, lease_members=kept.members)).actions}
+    # One pod: nothing to fail over to, so no lease to keep.
+    assert plan(members([pod(0, role="primary")], [primary_facts(0)], lease_members=("db-0",))).actions == ()
 
 
 def test_a_server_that_says_it_is_primary_is_fenced_whatever_its_label():

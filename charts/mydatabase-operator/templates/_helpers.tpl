@@ -81,4 +81,17 @@ app.kubernetes.io/part-of: mydatabase-operator
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, update, delete]
+# The primary lease: the operator names the primary in it (a failover waits
+# until the old primary can no longer renew it), and the chart gives each
+# database's pods a ServiceAccount and a Role to read and renew that Lease
+# alone (Kubernetes lets the operator grant only rights it holds itself).
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, watch, create, update, patch, delete]
 {{- end -}}

@@ -302,6 +302,24 @@ $tcp all all all scram-sha-256
 $tcp replication all all scram-sha-256
 HBA
 
+# A primary serves only while it holds the primary lease (lease.pl, in the probe
+# container, says so in LEASE_STATE_DIR/state): one that stopped because it could
+# not confirm it waits here until it does, or until the record names another
+# primary (the pod is then made again as a replica). "absent": no lease (the
+# chart without the operator), nothing to wait for.
+if [ "$ROLE" = primary ] && [ -n "${LEASE_STATE_DIR:-}" ]; then
+  waited=0
+  while :; do
+    state="$(cat "$LEASE_STATE_DIR/state" 2>/dev/null || echo starting)"
+    case "$state" in held | absent) break ;; esac
+    if [ $((waited % 10)) -eq 0 ]; then
+      echo "entrypoint: waiting for the primary lease before serving (lease.pl says: $state)"
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+fi
+
 # exec: postgres becomes PID 1 and receives the container's signals itself.
 # Command-line settings win over postgresql.conf: these are the chart's wiring.
 exec postgres -D "$PGDATA" -p "$PGPORT" \

@@ -6,6 +6,8 @@
 #   probe.pl serve   answer GET /ready (200: the server accepts connections) and
 #                    GET /alive (200: it answers at all; a crash recovery rejects)
 #                    on PROBE_PORT, else 503
+#                    and, with LEASE_NAME set, GET /peer?primary=POD (lease.pl's question to the
+#                    other members; lease.pl itself runs as this process's child)
 #   probe.pl ask     ask once; exit 0 accepting, 1 rejecting, 2 no answer (pg_isready's codes)
 #
 # Each answer asks the server afresh over its unix socket, as pg_isready does:
@@ -19,6 +21,7 @@ use warnings;
 use IO::Socket::IP;
 use IO::Socket::UNIX;
 use Socket qw(SOCK_STREAM pack_sockaddr_un);
+use POSIX ();
 
 my $SOCKET = ($ENV{SOCKET_DIR} || '/var/run/postgresql') . '/.s.PGSQL.' . ($ENV{PGPORT} || 5432);
 my $ANSWER_SECONDS = 0.8;    # under the probes' 1-second timeout
@@ -59,9 +62,47 @@ sub read_reply {
 
 sub respond {
     my ($client, $status, $body) = @_;
-    my $reason = {200 => 'OK', 404 => 'Not Found', 503 => 'Service Unavailable'}->{$status};
+    my $reason = {200 => 'OK', 404 => 'Not Found', 409 => 'Conflict', 503 => 'Service Unavailable'}->{$status};
     print {$client} "HTTP/1.1 $status $reason\r\nContent-Type: text/plain\r\n"
         . 'Content-Length: ' . length($body) . "\r\nConnection: close\r\n\r\n$body";
+}
+
+# GET /peer?primary=POD: 200 when this pod cannot reach the API server either (lease.pl's last request
+# failed), is a standby, and its WAL receiver is pointed at POD: then POD may go on as the primary while
+# the API server is away. Any other answer and POD stops once its lease runs out. The operator points
+# every replica it can reach away from a primary it fails over from, so none of them vouches for it.
+sub peer_answer {
+    my ($primary) = @_;
+    my $state_dir = $ENV{LEASE_STATE_DIR} || '/var/run/mydb-lease';
+    my $data = $ENV{PGDATA} || '/var/lib/postgresql/data';
+    return (409, "this pod reaches the API server\n") if (first_line("$state_dir/api") // 'ok') ne 'failed';
+    return (409, "this pod holds the lease\n") if (first_line("$state_dir/holder") // '') eq $ENV{POD_NAME};
+    return (409, "this pod's server is no standby\n") unless -e "$data/standby.signal";
+    my ($conninfo) = (join('', lines("$data/postgresql.auto.conf")) =~ /^primary_conninfo\s*=\s*'(.*)'\s*$/m);
+    my ($host) = ($conninfo // '') =~ /(?:^|\s)host=(\S+)/;
+    return (409, "this pod follows " . ($host // 'nobody') . "\n") unless ($host // '') =~ /^\Q$primary\E(\.|$)/;
+    return (200, "following $primary, the API server unreachable\n");
+}
+
+sub lines {
+    open(my $in, '<', $_[0]) or return ();
+    return <$in>;
+}
+
+sub first_line {
+    my ($line) = lines($_[0]);
+    chomp $line if defined $line;
+    return $line;
+}
+
+# lease.pl as a child: when it ends, so does this container (the kubelet starts both again).
+sub start_lease {
+    return undef unless $ENV{LEASE_NAME};
+    my $pid = fork() // die "probe: cannot start lease.pl: $!\n";
+    if ($pid == 0) {
+        exec('perl', ($ENV{SCRIPTS_DIR} || '/scripts') . '/lease.pl') or die "probe: cannot run lease.pl: $!\n";
+    }
+    return $pid;
 }
 
 sub serve {
@@ -72,8 +113,10 @@ sub serve {
         or die "probe: cannot listen on port $port: $@\n";
     # PID 1 of its container: a signal without a handler does nothing. The kubelet stops it with the
     # image's STOPSIGNAL: SIGINT for the postgres images.
-    $SIG{$_} = sub { exit 0 } for qw(TERM INT QUIT);
+    my $lease = start_lease();
+    $SIG{$_} = sub { kill 'TERM', $lease if $lease; exit 0 } for qw(TERM INT QUIT);
     $SIG{PIPE} = 'IGNORE';
+    $SIG{CHLD} = sub { die "probe: lease.pl ended\n" if $lease && waitpid($lease, POSIX::WNOHANG()) == $lease };
     while (1) {
         my $client = $listener->accept or next;
         my $request = '';
@@ -84,7 +127,9 @@ sub serve {
             sysread($client, $request, 4096, length $request) or last;
         }
         my ($path) = $request =~ m{^GET (/\S*)};
-        if (!defined $path || ($path ne '/ready' && $path ne '/alive')) {
+        if (defined $path && $path =~ m{^/peer\?primary=([a-z0-9.-]+)$} && $ENV{LEASE_NAME}) {
+            respond($client, peer_answer($1));
+        } elsif (!defined $path || ($path ne '/ready' && $path ne '/alive')) {
             respond($client, 404, "GET /ready or /alive\n");
         } else {
             my $state = ask_server();

@@ -135,6 +135,11 @@ The PVC to restore from (restore.enabled only); rendering fails without it.
 {{- printf "%s-primary" (include "mydatabase.fullname" .) -}}
 {{- end -}}
 
+{{/* The primary lease (a Lease, beside the record of the same name), its ServiceAccount and Role. */}}
+{{- define "mydatabase.primaryLease" -}}
+{{- printf "%s-primary" (include "mydatabase.fullname" .) -}}
+{{- end -}}
+
 {{/*
 The database containers' environment and mounts; (dict "ctx" . "firstBoot" true)
 adds what only the first boot reads (the init container): what to restore.

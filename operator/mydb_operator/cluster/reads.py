@@ -19,6 +19,7 @@ from .resources import (
     DATABASES,
     ENDPOINT_SLICES,
     JOBS,
+    LEASES,
     NAMESPACES,
     PODS,
     SECRETS,
@@ -85,6 +86,12 @@ class Reads(Connection):
     def read_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:
         with tolerating(404):
             return self.get(STATEFULSETS.path(namespace, name))
+        return None
+
+    @threaded
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with tolerating(404):
+            return self.get(LEASES.path(namespace, name))
         return None
 
     @threaded

@@ -38,6 +38,7 @@ CRONJOBS = Resource("batch/v1", "cronjobs")
 JOBS = Resource("batch/v1", "jobs")
 STORAGE_CLASSES = Resource("storage.k8s.io/v1", "storageclasses")
 ENDPOINT_SLICES = Resource("discovery.k8s.io/v1", "endpointslices")
+LEASES = Resource("coordination.k8s.io/v1", "leases")
 NAMESPACES = Resource("v1", "namespaces")
 LEASES = Resource("coordination.k8s.io/v1", "leases")  # the leader election's
 DATABASES = Resource(f"{names.GROUP}/{names.VERSION}", names.PLURAL)

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from .. import names
 from .blocking import created, exists, threaded, tolerating
 from .clients import JSON_PATCH, MERGE_PATCH, Connection
-from .resources import CLAIMS, CONFIG_MAPS, DATABASES, JOBS, PODS, SECRETS, STATEFULSETS
+from .resources import CLAIMS, CONFIG_MAPS, DATABASES, JOBS, LEASES, PODS, SECRETS, STATEFULSETS
 
 # How long storage growth waits for an orphaned StatefulSet to go before it reports the resize stalled.
 ORPHANING_SECONDS = 60.0
@@ -149,6 +149,20 @@ class Writes(Connection):
     def delete_record(self, namespace: str, release: str) -> None:
         with tolerating(404):
             self.send("DELETE", CONFIG_MAPS.path(namespace, names.primary_record(release)))
+        with tolerating(404):
+            self.send("DELETE", LEASES.path(namespace, names.primary_record(release)))
+
+    @threaded
+    def write_lease(self, body: dict[str, Any]) -> str:
+        """Create the primary lease, or replace it at the resourceVersion read (the API refuses, 409, a Lease
+        renewed or changed since)."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        if body["metadata"].get("resourceVersion"):
+            stored = self.exchange("PUT", LEASES.path(namespace, name), body)
+        else:
+            stored = self.exchange("POST", LEASES.path(namespace), body)
+        version: str = stored["metadata"]["resourceVersion"]
+        return version
 
     @threaded
     def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:

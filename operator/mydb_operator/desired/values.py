@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import names
 from ..model.errors import SpecError
+from ..model.lease import FENCE_SECONDS, RENEW_SECONDS
 from ..model.spec import DatabaseSpec
 from .platform import Platform, apply_values, denied, unoffered, unpinned
 
@@ -30,6 +31,8 @@ def build_values(release: str, spec: DatabaseSpec) -> dict[str, Any]:
         "updateStrategy": "OnDelete",
         "replication": {"synchronous": spec.synchronous},
         "tls": {"enabled": True, "secretName": tls_secret_name(release, spec)} if spec.tls else {"enabled": False},
+        # The primary renews the lease the operator keeps, and stops when it cannot (model/lease.py).
+        "primaryLease": {"enabled": True, "renewSeconds": RENEW_SECONDS, "fenceSeconds": FENCE_SECONDS},
     }
     if spec.storage_class_name:
         values["storage"]["storageClassName"] = spec.storage_class_name
@@ -89,10 +92,19 @@ def owner_value(name: str, uid: str) -> dict[str, str]:
     return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": names.KIND, "name": name, "uid": uid}
 
 
-# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones, 0.10.0 for tls, 0.12.0 for application): an older
+# Values a chart takes only since 0.7.0 (0.8.0 for the dotted ones, 0.10.0 for tls, 0.12.0 for application, 0.13.0
+# for primaryLease): an older
 # chart (a database upgraded from it) or a platform's own chart that does not declare them is not given them, as it
 # would refuse an unknown key.
-NEWER_VALUES = ("updateStrategy", "replication", "backup.continuous", "restore.pointInTime", "tls", "application")
+NEWER_VALUES = (
+    "updateStrategy",
+    "replication",
+    "backup.continuous",
+    "restore.pointInTime",
+    "tls",
+    "application",
+    "primaryLease",
+)
 
 
 def value_keys(defaults: dict[str, Any]) -> frozenset[str]:

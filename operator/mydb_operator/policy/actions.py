@@ -47,6 +47,14 @@ class Promote:
 
 
 @dataclass(frozen=True)
+class KeepLease:
+    """Name HOLDER in the primary lease (model/lease.py), and the database's pods as its MEMBERS."""
+
+    holder: str
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Repoint:
     """ALTER SYSTEM SET primary_conninfo (the same, another host) and a reload."""
 
@@ -88,7 +96,7 @@ class Restart:
     why: str = ""
 
 
-Action = RecordPrimary | Label | Fence | Promote | Repoint | Restart | CreateSlot | DropSlot | UseSlot
+Action = RecordPrimary | KeepLease | Label | Fence | Promote | Repoint | Restart | CreateSlot | DropSlot | UseSlot
 
 
 @dataclass(frozen=True)

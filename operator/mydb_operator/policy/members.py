@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import names
 from ..model.instances import InstanceFacts, Probe, Unreachable
+from ..model.lease import STILL_SECONDS, LeaseFacts
 from ..model.pods import is_ready
 from ..model.record import PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting
@@ -45,6 +46,10 @@ class Members:
     last_primary: str | None = None  # status.primary: the last pod confirmed serving as primary
     full: frozenset[str] = frozenset()  # pods whose data volume is full (policy/volumes.is_full)
     was_full: frozenset[str] = frozenset()  # pods whose data volume the last status showed full
+    # The primary lease (model/lease.py) as read in this pass, and how long this operator has seen it unchanged.
+    lease: LeaseFacts | None = None
+    lease_still: float = 0.0
+    lease_members: tuple[str, ...] = ()  # the database's pods, as the lease should name them ((): no lease kept)
 
     @property
     def primary(self) -> str:
@@ -62,10 +67,6 @@ class Members:
 
 
 # ---------------------------------------------------------------- facts of one pod
-
-# A fenced pod still there this long after its grace period: its node no longer answers (the kubelet
-# cannot confirm the kill). The promotion goes ahead: the pod is out of both Services already.
-FENCE_TIMEOUT_SECONDS = 15.0
 
 
 def made_after(pod: Object, moment: str) -> bool:
@@ -177,11 +178,12 @@ def why_not_serving(pod: Object | None, name: str) -> str:
     return f"{name} is not ready"
 
 
-def stopped(pod: Object, now: datetime) -> bool:
-    """A fenced pod no longer runs its server: its postgres container has terminated (the kubelet says so
-    before the pod object goes), or its node does not answer FENCE_TIMEOUT_SECONDS past its grace period."""
+def stopped(members: Members, pod: Object) -> bool:
+    """A fenced pod no longer takes writes: its postgres container has terminated (the kubelet says so before
+    the pod object goes), or the primary lease names another pod and has stayed still for STILL_SECONDS, so
+    that the pod, if it runs at all (its node cut off, its kubelet gone), stopped its server by itself."""
     for container in (pod.get("status") or {}).get("containerStatuses") or []:
         if container.get("name") == names.POSTGRES_CONTAINER and (container.get("state") or {}).get("terminated"):
             return True
-    deadline = parse_time(pod["metadata"].get("deletionTimestamp"))
-    return deadline is not None and (now - deadline).total_seconds() > FENCE_TIMEOUT_SECONDS
+    lease = members.lease
+    return lease is not None and lease.holder != pod["metadata"]["name"] and members.lease_still >= STILL_SECONDS

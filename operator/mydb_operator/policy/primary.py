@@ -35,6 +35,7 @@ from .actions import (
     WAITING,
     Action,
     Fence,
+    KeepLease,
     Label,
     Plan,
     Promote,
@@ -116,10 +117,32 @@ def steady(members: Members) -> Plan:
             repoints.append(Repoint(name, with_value(facts.conninfo, "host", host)))
     # The slots first: a replica pointed at a new primary streams through its slot there.
     actions += slot_actions(members) + repoints + rejoin_restarts(members)
+    actions += lease_kept(members, target)
     record, facts = members.record, members.facts(target)
     if record is not None and not record.promoted_at and facts is not None:
         actions.append(RecordPrimary(dataclasses.replace(record, promoted_at=rfc3339(members.now))))
     return Plan(tuple(actions), SERVING)
+
+
+def lease_kept(members: Members, holder: str) -> list[Action]:
+    """The primary lease names HOLDER and the database's pods; nothing for a database of one pod."""
+    wanted, lease = members.lease_members, members.lease
+    if len(wanted) < 2 or (lease is not None and (lease.holder, lease.members) == (holder, wanted)):
+        return []
+    return [KeepLease(holder, wanted)]
+
+
+def detached(members: Members, target: str) -> list[Action]:
+    """A failover's standbys, pointed at TARGET (itself included) instead of the old primary, before the wait: a
+    standby that follows the old primary would vouch for it while the API server is out of its reach (the
+    chart's lease.pl), and the old primary would go on as primary."""
+    host = names.pod_host(members.namespace, members.release, target)
+    actions: list[Action] = []
+    for pod in members.pods:
+        name, facts = pod["metadata"]["name"], members.facts(pod["metadata"]["name"])
+        if facts is not None and facts.in_recovery and facts.upstream not in (None, host) and not deleting(pod):
+            actions.append(Repoint(name, with_value(facts.conninfo, "host", host)))
+    return actions
 
 
 def restart_over(members: Members, pod: Object | None) -> bool:
@@ -219,10 +242,14 @@ def promotion(members: Members) -> Plan:
         if not deleting(other):
             actions.append(Fence(name, uid_of(other), FAILOVER_GRACE_SECONDS if failover else None))
             waiting.append(name)
-        elif not stopped(other, members.now):
+        elif not stopped(members, other):
             waiting.append(name)
     moving = f"{'failing' if failover else 'switching'} over from {record.previous if record else '?'} to {target}"
+    # The lease names the target first: the old primary, if it runs, stops once it sees it or cannot renew.
+    actions = lease_kept(members, target) + actions
     if waiting:
+        if failover:
+            actions += detached(members, target)
         return Plan(tuple(actions), state, moving, RECHECK_SECONDS)
     if failover and record is not None:
         # The old primary is gone now and streams to nobody: a replica that got more WAL from it

@@ -12,9 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import names
+from ..cluster.failures import API_FAILURES, failure_detail
+from ..desired.lease import lease_body
 from ..desired.record import record_configmap
 from ..instances import commands
 from ..model.instances import Probe
+from ..model.lease import LeaseFacts, LeaseSighting, parse_lease, seen, still_for
 from ..model.pods import role_label
 from ..model.record import FAILOVER, REBUILT, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting, latest, sighting_of
@@ -26,6 +29,7 @@ from ..policy.actions import (
     CreateSlot,
     DropSlot,
     Fence,
+    KeepLease,
     Label,
     Plan,
     Promote,
@@ -79,6 +83,22 @@ class Pass:
         self.servers = Servers(namespace, name, spec, runtime)
         self.report = Topology()
         self.pods: list[dict[str, Any]] = []
+        self.watch = runtime.watches.of((namespace, name))
+        self.lease: LeaseSighting | None = None  # the primary lease as this pass knows it
+        self.lease_members: tuple[str, ...] = ()  # the pods it names ((): no lease kept this pass)
+
+    async def read_lease(self, members: tuple[str, ...]) -> None:
+        """Read the primary lease, for a database of MEMBERS (two pods or more). Unreadable now: no lease is
+        kept in this pass and no fenced primary counts as stopped by it."""
+        if len(members) < 2:
+            return
+        try:
+            body = await self.api.read_lease(self.namespace, names.primary_record(self.name))
+        except API_FAILURES as error:
+            log.warning("%s/%s: reading the primary lease: %s", self.namespace, self.name, failure_detail(error))
+            return
+        self.lease_members = members
+        self.lease = self.watch.lease = seen(self.watch.lease, parse_lease(body), datetime.now(UTC))
 
     # ------------------------------------------------------------ acting
 
@@ -87,6 +107,8 @@ class Pass:
         namespace, release = self.namespace, self.name
         if isinstance(action, RecordPrimary):
             await self.record(action.record)
+        elif isinstance(action, KeepLease):
+            await self.keep_lease(action)
         elif isinstance(action, Label):
             await self.api.label_pod(namespace, action.pod, names.ROLE_LABEL, action.role)
             self.relabel(action.pod, action.role)
@@ -148,6 +170,19 @@ class Pass:
             record.previous,
         )
 
+    async def keep_lease(self, action: KeepLease) -> None:
+        """Write the lease over the one this pass read (a renewal since makes the API refuse it: the next pass
+        reads it again). A new holder: the old one stops its server once it sees it, or cannot renew."""
+        known = self.lease.facts if self.lease is not None else None
+        now = datetime.now(UTC)
+        body = lease_body(
+            self.namespace, self.name, action.holder, action.members, now, known.resource_version if known else ""
+        )
+        version = await self.api.write_lease(body)
+        self.lease = self.watch.lease = LeaseSighting(LeaseFacts(action.holder, action.members, version), now)
+        if known is None or known.holder != action.holder:
+            log.info("%s/%s: the primary lease names %s", self.namespace, self.name, action.holder)
+
     async def promote(self, pod: str) -> bool:
         promoted = await self.servers.command(self.pods, pod, "promote it", commands.promote)
         if not promoted:
@@ -194,6 +229,9 @@ class Pass:
             last_primary=previous.get("primary"),
             full=full,
             was_full=was_full,
+            lease=self.lease.facts if self.lease is not None else None,
+            lease_still=still_for(self.lease, now),
+            lease_members=self.lease_members,
         )
 
     def relabel(self, name: str, role: str, deleted: bool = False) -> None:

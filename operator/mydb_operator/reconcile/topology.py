@@ -66,6 +66,7 @@ async def keep_primary(
         return step.report
     settings = settings_of(spec)
     watch = runtime.watches.of((namespace, name))
+    await step.read_lease(lease_members(name, spec, step.pods))
     answered: str | None = None  # a switchover request whose decision is to be recorded in this round
     for _ in range(ROUNDS):
         step.report.probes = await step.servers.ask(step.pods)
@@ -123,6 +124,15 @@ async def read_position(namespace: str, name: str, spec: DatabaseSpec | None, ru
         return False
     runtime.watches.of((namespace, name)).saw(seen)
     return True
+
+
+def lease_members(name: str, spec: DatabaseSpec | None, pods: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The pods the primary lease names: the spec's ordinals (the pods there now when the spec does not parse);
+    none while hibernating."""
+    if spec is not None and spec.hibernate:
+        return ()
+    count = spec.replicas if spec is not None else len(pods)
+    return tuple(names.pod_name(name, ordinal) for ordinal in range(count))
 
 
 def failover_on_an_unasked_primary(decided: Plan, members: Members) -> bool:

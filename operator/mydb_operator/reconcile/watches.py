@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..model.lease import LeaseSighting
 from ..model.sighting import Sighting, archived_by_timeline
 
 Key = tuple[str, str]  # (namespace, name)
@@ -19,6 +20,7 @@ class PrimaryWatch:
     sighting: Sighting | None = None  # the recorded primary's last answer as a primary
     watching_since: datetime | None = None  # when a pass first saw it down while a replica could take over
     archived: dict[int, int] = field(default_factory=dict)  # timeline -> the WAL the archive confirmed on it
+    lease: LeaseSighting | None = None  # the primary lease as last read, and since when it is so
 
     def saw(self, sighting: Sighting | None) -> None:
         """Keep SIGHTING (None: the primary did not answer as one; the last one stays) and its archive figure."""
