@@ -115,9 +115,19 @@ def test_seed_statefulset(seeded):
     assert "restartPolicy" not in probe and [c["name"] for c in pod["spec"]["initContainers"]] == ["bootstrap"]
     assert probe["command"] == ["perl", "/scripts/probe.pl", "serve"] and probe["image"] == pg["image"]
     assert probe["ports"] == [{"name": "probe", "containerPort": 8008, "protocol": "TCP"}]
-    assert {k: v["value"] for k, v in env_of(probe).items()} == {"PGPORT": "5432", "PROBE_PORT": "8008"}
-    assert {m["mountPath"]: (m["name"], m["readOnly"]) for m in probe["volumeMounts"]} == {
-        "/scripts": ("scripts", True), "/var/run/postgresql": ("run", True)}
+    assert {k: v.get("value", v.get("valueFrom")) for k, v in env_of(probe).items()} == {
+        "PGPORT": "5432", "PROBE_PORT": "8008", "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "PGDATA": "/var/lib/postgresql/data/pgdata", "PEER_DOMAIN": f"{RELEASE}-headless.{NAMESPACE}.svc",
+        "LEASE_NAME": f"{RELEASE}-primary", "LEASE_RENEW_SECONDS": "2", "LEASE_FENCE_SECONDS": "6",
+        "LEASE_STATE_DIR": "/var/run/mydb-lease"}
+    # The primary lease (lease.pl): its state written for the server's container, the ServiceAccount token (the
+    # pod mounts none otherwise), and the data read-only (whether this standby follows a primary that asks).
+    assert {m["mountPath"]: (m["name"], m.get("readOnly", False)) for m in probe["volumeMounts"]} == {
+        "/scripts": ("scripts", True), "/var/run/postgresql": ("run", True), "/var/run/mydb-lease": ("lease", False),
+        "/var/run/secrets/kubernetes.io/serviceaccount": ("lease-token", True),
+        "/var/lib/postgresql/data": ("data", True)}
+    assert pod["spec"]["automountServiceAccountToken"] is False and pod["spec"]["shareProcessNamespace"] is True
+    assert pod["spec"]["serviceAccountName"] == f"{RELEASE}-primary"
     assert probe["securityContext"] == pg["securityContext"]
     # `kubectl logs` and `exec` without -c mean the server.
     assert pod["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"] == "postgres"
@@ -322,7 +332,11 @@ def test_defaults_render_with_only_secret_name(render):
     assert sorted(out.by_key) == sorted([
         ("ConfigMap", "db-scripts"), ("StatefulSet", "db"), ("Service", "db"),
         ("Service", "db-headless"), ("Service", "db-ro"), ("NetworkPolicy", "db"), ("Pod", "db-test"),
+        # The primary lease's rights (scripts/lease.pl): this Lease alone, read and renewed.
+        ("ServiceAccount", "db-primary"), ("Role", "db-primary"), ("RoleBinding", "db-primary"),
     ])
+    assert out.get("Role", "db-primary")["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                                        "resourceNames": ["db-primary"], "verbs": ["get", "update"]}]
     assert out.get("StatefulSet", "db")["spec"]["replicas"] == 1
     assert all(d["metadata"]["namespace"] == "team-a" for d in out.docs)
 
@@ -570,7 +584,9 @@ def test_network_policy_admits_own_pods_and_the_allowed_clients(render):
     sts = out.get("StatefulSet", RELEASE)["spec"]["template"]
     assert policy["podSelector"] == {"matchLabels": SELECTOR}
     assert policy["policyTypes"] == ["Ingress"]
-    [rule] = policy["ingress"]
+    [rule, peers] = policy["ingress"]
+    # A primary that cannot reach the API server asks its peers (the primary lease): their probe port, from them.
+    assert peers == {"ports": [{"port": "probe", "protocol": "TCP"}], "from": [{"podSelector": {"matchLabels": SELECTOR}}]}
     port = container(sts["spec"], "postgres")["ports"][0]
     assert rule["ports"] == [{"port": port["name"], "protocol": "TCP"}]
     own = {"podSelector": {"matchLabels": SELECTOR}}
@@ -736,8 +752,14 @@ def test_the_first_boot_runs_in_an_init_container_no_probe_limits(seeded):
     pg = container(pod, "postgres")
     assert init["name"] == "bootstrap"
     assert init["command"] == ["/bin/sh", "/scripts/entrypoint.sh", "init"]
-    for key in ("image", "imagePullPolicy", "env", "volumeMounts", "resources", "securityContext"):
+    for key in ("image", "imagePullPolicy", "resources", "securityContext"):
         assert init[key] == pg[key], key
+    # The server's container adds what the primary lease needs: it serves as primary once lease.pl confirms.
+    lease = {"name": "LEASE_STATE_DIR", "value": "/var/run/mydb-lease"}
+    assert init["env"] + [lease] == pg["env"]
+    assert init["volumeMounts"] + [{"name": "lease", "mountPath": "/var/run/mydb-lease", "readOnly": True}] == pg[
+        "volumeMounts"
+    ]
     assert not [key for key in init if key.endswith("Probe")]
     assert pg["startupProbe"]["failureThreshold"] * pg["startupProbe"]["periodSeconds"] == 3600
 

@@ -44,6 +44,12 @@ NAMESPACED_RIGHTS = {
     ("", "pods"): {"get", "list", "watch", "patch", "delete"},
     ("discovery.k8s.io", "endpointslices"): {"list", "watch"},
     ("", "secrets"): {"get", "create", "update", "delete"},
+    # The primary lease: the operator's own (by name), and the ServiceAccount, Role and RoleBinding the chart gives
+    # each database's pods to read and renew it (Kubernetes lets it grant only what it holds itself).
+    ("coordination.k8s.io", "leases"): {"get", "create", "update", "delete"},
+    ("", "serviceaccounts"): ALL,
+    ("rbac.authorization.k8s.io", "roles"): ALL,
+    ("rbac.authorization.k8s.io", "rolebindings"): ALL,
 }
 # Cluster-scoped, in every install: kopf reads the CRD it serves; StorageClasses
 # say whether data claims can grow; the nodes' kubelets how full the volumes are.
@@ -107,7 +113,9 @@ def test_cluster_wide_by_default(render):
     out = render()
     assert [r["metadata"]["name"] for r in out.kinds("Role")] == [f"{RELEASE}-leader-election"]
     role = out.one("ClusterRole")
-    assert rights(role) == {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS, **LEASE_LIST_RIGHTS}
+    leases = ("coordination.k8s.io", "leases")
+    merged = {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS, leases: NAMESPACED_RIGHTS[leases] | LEASE_LIST_RIGHTS[leases]}
+    assert rights(role) == merged
     binding = out.one("ClusterRoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": role["metadata"]["name"]}
@@ -146,7 +154,7 @@ def test_watch_namespaces_gives_a_role_per_namespace(render):
 ], ids=["cluster-wide", "namespaced", "service-monitor", "rbac-only", "leader-election"])
 def test_least_privilege_everywhere(render, values):
     """In every shape of the chart: no wildcard group, resource or verb; no verb that
-    grants power over RBAC or identities; Nodes only read by name, and their kubelets' stats,
+    grants power over RBAC or identities (bind, escalate, impersonate, token requests); Nodes only read by name, and their kubelets' stats,
     never their proxy (every kubelet endpoint, exec included); Secrets only got (a user's Secret is checked by name),
     created and deleted, never listed or watched, by exactly one rule."""
     out = render(values)
@@ -159,9 +167,12 @@ def test_least_privilege_everywhere(render, values):
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
             if "deletecollection" in rule["verbs"]:  # only Helm's records, by label, when a database goes
                 assert rule["resources"] == ["configmaps"] and rule["verbs"] == ["deletecollection"], rule
-            assert not {"roles", "clusterroles", "rolebindings", "clusterrolebindings",
-                        "serviceaccounts", "serviceaccounts/token", "namespaces", "nodes/proxy",
+            assert not {"clusterroles", "clusterrolebindings", "serviceaccounts/token", "namespaces", "nodes/proxy",
                         "pods/exec", "pods/attach", "pods/portforward"} & set(rule["resources"]), rule
+            # Roles, their bindings and ServiceAccounts in the databases' namespaces, for the primary lease's
+            # rights (never bind or escalate, above: no right the operator does not hold itself).
+            if {"roles", "rolebindings", "serviceaccounts"} & set(rule["resources"]):
+                assert rule["resources"] in (["serviceaccounts"], ["roles", "rolebindings"]), rule
             if {"nodes", "nodes/stats"} & set(rule["resources"]):  # a Node's address, its kubelet's figures
                 assert rule["resources"] == ["nodes", "nodes/stats"] and rule["verbs"] == ["get"], rule
         secret_rules = [r for r in role["rules"] if "secrets" in r["resources"]]
@@ -180,7 +191,8 @@ def test_leader_election_role_and_flags(render):
     Off: no Lease right at all, and the operator is told --leader-elect=false."""
     off = render({"leaderElection": {"enabled": False}})
     assert not off.kinds("Role")
-    assert ("coordination.k8s.io", "leases") not in rights(off.one("ClusterRole"))
+    # Cluster-wide, the Leases it may touch are the databases' primary leases alone: no list for an overlap check.
+    assert rights(off.one("ClusterRole"))[("coordination.k8s.io", "leases")] == {"get", "create", "update", "delete"}
     assert [a for a in deployment_container(off)["args"] if a.startswith("--leader")] == ["--leader-elect=false"]
     assert off.one("Deployment")["spec"]["strategy"] == {"type": "Recreate"}
     out = render({"leaderElection": {"enabled": True, "leaseSeconds": 20}, "watchNamespaces": ["team-a"]})

@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -30,7 +31,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import wait_ready
-from .primaries import Writer, hang, missing_writes, pod_ip, primaries, resume, sql_at, wait_until
+from .primaries import Writer, hang, missing_writes, pod_ip, postgres_pid, primaries, resume, sql_at, wait_until
 from .realnode import NODE_NAME
 from .test_failover import condition, events, receiver_pid, status
 from .test_real_postgres import wait_streaming
@@ -45,36 +46,54 @@ DATABASES = {
 ROLE_LABEL = "myapp.example.com/role"
 
 
-def test_a_node_that_stops_answering_keeps_its_primaries_and_every_acknowledged_row(
-        cluster, real_operator, namespace):
+def test_a_node_that_stops_answering_keeps_its_primaries_and_every_acknowledged_row(cluster, real_operator, namespace):
     for name, spec in DATABASES.items():
-        body = {"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": name},
-                "spec": {"version": "15.2", "storage": "1Gi", **spec}}
+        body = {
+            "apiVersion": "myapp.example.com/v1",
+            "kind": "MyDatabase",
+            "metadata": {"name": name},
+            "spec": {"version": "15.2", "storage": "1Gi", **spec},
+        }
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
     for name, spec in DATABASES.items():
         wait_ready(cluster, namespace, name, timeout=300)
         wait_streaming(cluster, namespace, f"{name}-0", spec["replicas"] - 1)
     pods = {name: [f"{name}-{i}" for i in range(spec["replicas"])] for name, spec in DATABASES.items()}
     addresses = {name: pod_ip(cluster, namespace, f"{name}-0") for name in DATABASES}
-    writers = [Writer(cluster, namespace, name, f"{name}-{how}", host=address, pause=0.2)
-               for name in DATABASES for how, address in (("service", ""), ("direct", addresses[name]))]
+    writers = [
+        Writer(cluster, namespace, name, f"{name}-{how}", host=address, pause=0.2)
+        for name in DATABASES
+        for how, address in (("service", ""), ("direct", addresses[name]))
+    ]
 
     # The stale replica's WAL receiver hangs (its pod stays ready) while its primary writes 4 x wal_keep_size.
     receiver = wait_for("stale-1's WAL receiver", lambda: receiver_pid(cluster, namespace, "stale-1"), timeout=30)
     hang(receiver)
     try:
-        sql_at(cluster, namespace, "stale-0", "create table filler as select repeat('x', 1000) as filler "
-                                              "from generate_series(1, 60000)")
-        behind = wait_for("Degraded ReplicasBehind naming stale-1", lambda: (lambda c: c if c.get(
-            "reason") == "ReplicasBehind" and "stale-1" in c.get("message", "") else None)(
-            condition(cluster, namespace, "Degraded", "stale")), timeout=60)
+        sql_at(
+            cluster,
+            namespace,
+            "stale-0",
+            "create table filler as select repeat('x', 1000) as filler from generate_series(1, 60000)",
+        )
+        behind = wait_for(
+            "Degraded ReplicasBehind naming stale-1",
+            lambda: (
+                lambda c: c if c.get("reason") == "ReplicasBehind" and "stale-1" in c.get("message", "") else None
+            )(condition(cluster, namespace, "Degraded", "stale")),
+            timeout=60,
+        )
         assert behind["status"] == "True", behind
         assert condition(cluster, namespace, "Ready", "stale")["reason"] != "AllReplicasReady"
         # (A replica ready less than 30 s ago is still connecting: judged once it has settled.)
-        wait_for("stale-1 out of the read-only Service", lambda: role(cluster, namespace, "stale-1") == "lagging",
-                 timeout=60)
-        wait_for("the metrics to say so", lambda: replica_metrics(real_operator, namespace, "stale").get(
-            "stale-1", (0, 0))[1] == 1, timeout=30)
+        wait_for(
+            "stale-1 out of the read-only Service", lambda: role(cluster, namespace, "stale-1") == "lagging", timeout=60
+        )
+        wait_for(
+            "the metrics to say so",
+            lambda: replica_metrics(real_operator, namespace, "stale").get("stale-1", (0, 0))[1] == 1,
+            timeout=30,
+        )
         primaries_before = {name: status(cluster, namespace, name)["primary"] for name in DATABASES}
         assert primaries_before == {"current": "current-0", "stale": "stale-0"}
 
@@ -87,18 +106,30 @@ def test_a_node_that_stops_answering_keeps_its_primaries_and_every_acknowledged_
             assert status(cluster, namespace, name)["primary"] == f"{name}-0"
             assert primaries(cluster, namespace, pods[name]) == [f"{name}-0"]
         # Once its pod has settled again (it turned ready on the return), the stale replica is named again.
-        wait_for("Degraded naming stale-1 again", lambda: (lambda c: c.get("status") == "True" and "stale-1" in c.get(
-            "message", ""))(condition(cluster, namespace, "Degraded", "stale")), timeout=60)
+        wait_for(
+            "Degraded naming stale-1 again",
+            lambda: (lambda c: c.get("status") == "True" and "stale-1" in c.get("message", ""))(
+                condition(cluster, namespace, "Degraded", "stale")
+            ),
+            timeout=60,
+        )
         assert role(cluster, namespace, "stale-1") == "lagging"
     finally:
         resume(receiver)
-    wait_for("stale-1 streaming and caught up: Degraded clears", lambda: condition(
-        cluster, namespace, "Degraded", "stale").get("status") == "False", timeout=120)
+    wait_for(
+        "stale-1 streaming and caught up: Degraded clears",
+        lambda: condition(cluster, namespace, "Degraded", "stale").get("status") == "False",
+        timeout=120,
+    )
     wait_ready(cluster, namespace, "stale", timeout=60)
-    wait_for("stale-1 back in the read-only Service", lambda: role(cluster, namespace, "stale-1") == "replica",
-             timeout=30)
-    wait_for("the metrics to say so", lambda: replica_metrics(real_operator, namespace, "stale").get(
-        "stale-1", (0, 1))[1] == 0, timeout=30)
+    wait_for(
+        "stale-1 back in the read-only Service", lambda: role(cluster, namespace, "stale-1") == "replica", timeout=30
+    )
+    wait_for(
+        "the metrics to say so",
+        lambda: replica_metrics(real_operator, namespace, "stale").get("stale-1", (0, 1))[1] == 0,
+        timeout=30,
+    )
 
     made = {writer.name: writer.halt() for writer in writers}
     for writer, writes in made.items():
@@ -106,8 +137,11 @@ def test_a_node_that_stops_answering_keeps_its_primaries_and_every_acknowledged_
         acknowledged = [w for w in writes if w.ok]
         assert acknowledged, f"{writer} had no write acknowledged"
         for pod in pods[name]:
-            wait_for(f"{writer}'s acknowledged rows on {pod}", lambda pod=pod, writes=writes: not
-                     missing_writes(cluster, namespace, pod, writes), timeout=60)
+            wait_for(
+                f"{writer}'s acknowledged rows on {pod}",
+                lambda pod=pod, writes=writes: not missing_writes(cluster, namespace, pod, writes),
+                timeout=60,
+            )
     # The primaries served their direct clients while the node was out: the blip lost no client of theirs.
     for name in DATABASES:
         direct = [w for w in made[f"{name}-direct"] if w.ok and out[0] < w.at < out[1]]
@@ -130,11 +164,13 @@ def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) ->
             assert sql_at(cluster, namespace, f"{name}-0", "select 1") is None
         wait_for("the node Unknown", lambda: node_ready(cluster) == "Unknown", timeout=120, interval=1)
         every = [pod for listed in pods.values() for pod in listed]
-        wait_for("every pod not ready", lambda: not [p for p in every if pod_ready(cluster, namespace, p)],
-                 timeout=30)
+        wait_for("every pod not ready", lambda: not [p for p in every if pod_ready(cluster, namespace, p)], timeout=30)
         for name in pods:
-            wait_for(f"{name}: no failover, and why", lambda name=name: condition(
-                cluster, namespace, "Failover", name).get("reason") == "NoEligibleReplica", timeout=30)
+            wait_for(
+                f"{name}: no failover, and why",
+                lambda name=name: condition(cluster, namespace, "Failover", name).get("reason") == "NoEligibleReplica",
+                timeout=30,
+            )
         time.sleep(10)  # past failoverDelay and a resync with nothing to see
         for name in pods:
             assert not failovers(cluster, namespace, name)
@@ -177,3 +213,105 @@ def replica_metrics(operator, namespace: str, database: str) -> dict[str, tuple[
             if sample.labels.get("namespace") == namespace and sample.labels.get("database") == database:
                 found.setdefault(sample.labels["pod"], {})[family.name] = sample.value
     return {pod: (v.get("mydb_replica_lag_bytes", -1), v.get("mydb_replica_behind", -1)) for pod, v in found.items()}
+
+
+# A client beside the server, on its node: over the unix socket, so that it reaches the server whatever happens
+# to the pod's network. One row per connection; "ok <time> <id>" or "fail <time> <why>".
+LOCAL_WRITER = r"""
+export PGUSER="$(cat /etc/mydatabase/credentials/username)" PGPASSWORD="$(cat /etc/mydatabase/credentials/password)"
+export PGDATABASE=postgres PGCONNECT_TIMEOUT=1
+while :; do
+  if out=$(/usr/lib/postgresql/15/bin/psql -h /var/run/postgresql -XAtq \
+      -c 'insert into writes (at) values (now()) returning id' 2>&1)
+  then echo "ok $(date +%s.%N) $out"
+  else echo "fail $(date +%s.%N) $(echo "$out" | head -n 1 | cut -c1-100)"
+  fi
+  sleep 0.1
+done
+"""
+
+
+def test_a_primary_cut_off_from_everything_stops_taking_writes_before_a_replica_is_promoted(
+    cluster, real_operator, namespace
+):
+    """The primary's pod is cut off (its network drops everything but loopback: the kubelet's probes, the
+    operator, the API server, its replicas), then its node's kubelet stops, as for a node cut off from the
+    control plane: the kubelet can never confirm the old primary was killed. A client on the node keeps writing
+    to the old primary over its unix socket. The old primary stops its own server once it cannot confirm the
+    primary lease (lease.pl, within fenceSeconds of the cut), and the operator promotes a replica only after
+    the lease stood still longer than that: no row is acknowledged by the old primary once the new one takes
+    writes (48 were, before the lease)."""
+    name = "cutoff"
+    body = {
+        "apiVersion": "myapp.example.com/v1",
+        "kind": "MyDatabase",
+        "metadata": {"name": name},
+        "spec": {"version": "15.2", "storage": "1Gi", "replicas": 3},
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
+    wait_ready(cluster, namespace, name, timeout=300)
+    wait_streaming(cluster, namespace, f"{name}-0", 2)
+    wait_for("the lease naming cutoff-0", lambda: lease_holder(cluster, namespace, name) == f"{name}-0", timeout=30)
+    service = Writer(cluster, namespace, name, f"{name}-service", pause=0.1)
+    old_address = pod_ip(cluster, namespace, f"{name}-0")
+    postmaster = postgres_pid(cluster, namespace, f"{name}-0")
+    local = subprocess.Popen(
+        ["nsenter", "-t", str(postmaster), "-m", "-n", "--", "/bin/sh", "-c", LOCAL_WRITER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(local.stdout.readline, "")), daemon=True)
+    reader.start()
+    wait_for("the local client writing", lambda: any(line.startswith("ok ") for line in lines), timeout=30)
+    kubelet = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
+    cut = [["INPUT", "!", "-i", "lo", "-j", "DROP"], ["OUTPUT", "!", "-o", "lo", "-j", "DROP"]]
+    for rule in cut:
+        subprocess.run(["nsenter", "-t", str(postmaster), "-n", "iptables", "-w", "-I", *rule], check=True)
+    began = time.time()
+    stopped_at = None
+    try:
+        wait_for("cutoff-0 not ready in the API", lambda: not pod_ready(cluster, namespace, f"{name}-0"), timeout=30)
+        os.kill(kubelet, signal.SIGSTOP)
+        stopped_at = wait_for(
+            "the old postmaster gone",
+            lambda: None if os.path.exists(f"/proc/{postmaster}") else time.time(),
+            timeout=30,
+            interval=0.1,
+        )
+        new = wait_for(
+            "a replica promoted",
+            lambda: (lambda s: s.get("primary") if s.get("primary") not in (None, f"{name}-0") else None)(
+                status(cluster, namespace, name)
+            ),
+            timeout=90,
+        )
+        first_new = wait_for(
+            f"a write acknowledged by {new}", lambda: service.first_after(began, old_address), timeout=30
+        )
+    finally:
+        os.kill(kubelet, signal.SIGCONT)
+    local.kill()
+    acknowledged = [line.split() for line in lines if line.startswith("ok ")]
+    last_old = max(float(fields[1]) for fields in acknowledged)
+    # The old primary stopped within its deadline (fenceSeconds 6, counted from its last renewal before the cut),
+    # and nothing it acknowledged came after a write of the new one.
+    assert stopped_at - began < 8, f"the cut-off primary ran {stopped_at - began:.1f}s"
+    assert last_old < stopped_at
+    assert last_old < first_new.at, (last_old, first_new)
+    assert lease_holder(cluster, namespace, name) == new
+    # The old primary comes back as a replica of the new one; every row acknowledged by the Service is kept.
+    assert failovers(cluster, namespace, name)
+    wait_ready(cluster, namespace, name, timeout=180)
+    writes = service.halt()
+    wait_for(
+        "every row acknowledged through the Service on the new primary",
+        lambda: not missing_writes(cluster, namespace, new, [w for w in writes if w.ok]),
+        timeout=60,
+    )
+
+
+def lease_holder(cluster, namespace: str, name: str) -> str:
+    found = cluster.kubectl("get", "lease", "-n", namespace, f"{name}-primary", "-o", "json", check=False)
+    return json.loads(found.stdout)["spec"].get("holderIdentity", "") if found.returncode == 0 else ""

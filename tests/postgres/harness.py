@@ -329,6 +329,10 @@ class Container:
             else:   # an emptyDir, or a claim from volumeClaimTemplates
                 where = machine.mkdir(home / mount["name"])
             self.mounts[mount["mountPath"]] = where
+        lease = self.mounts.get("/var/run/mydb-lease")
+        if lease is not None:
+            # No API server here, so no primary lease: what the probe container's lease.pl says then.
+            (lease / "state").write_text("absent\n")
         self.env = self._env()
         self.command = [self.localize(a) for a in self.spec["command"] + self.spec.get("args", [])]
 

@@ -37,6 +37,7 @@ my $PEER_DOMAIN = $ENV{PEER_DOMAIN} || '';
 my $PROBE_PORT = $ENV{PROBE_PORT} || 8008;
 my $API_SECONDS = 1;      # one request to the API server
 my $PEER_SECONDS = 0.5;   # one question to a peer
+my $PEERS_SECONDS = 1.5;  # all of them
 my $TICK = 0.5;
 
 sub now { clock_gettime(CLOCK_MONOTONIC) }
@@ -102,17 +103,24 @@ sub renew {
     return ('failed', "renewal refused: $put->{status} $put->{content}");
 }
 
-# Every other member answers that it cannot reach the API server either and still follows this pod.
+# Every other member answers that it cannot reach the API server either and still follows this pod. Within
+# PEERS_SECONDS in all: a name lookup has no timeout of its own (a resolver cut off waits 5 s and more).
 sub peers_confirm {
     my (@members) = @_;
     return 0 unless @members && $PEER_DOMAIN;
     my $http = HTTP::Tiny->new(timeout => $PEER_SECONDS);
-    for my $member (@members) {
-        next if $member eq $POD;
-        my $answer = $http->get("http://$member.$PEER_DOMAIN:$PROBE_PORT/peer?primary=$POD");
-        return 0 unless $answer->{success};
-    }
-    return 1;
+    my $confirmed = eval {
+        local $SIG{ALRM} = sub { die "timeout\n" };
+        Time::HiRes::alarm($PEERS_SECONDS);
+        for my $member (@members) {
+            next if $member eq $POD;
+            my $answer = $http->get("http://$member.$PEER_DOMAIN:$PROBE_PORT/peer?primary=$POD");
+            die "no\n" unless $answer->{success};
+        }
+        1;
+    };
+    Time::HiRes::alarm(0);
+    return $confirmed ? 1 : 0;
 }
 
 sub stop_server {
