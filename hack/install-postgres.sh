@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs PostgreSQL 15 (Debian's postgresql-15, or the distribution's
-# default `postgresql`) for tests/postgres, only when it is missing; a second
-# run does nothing. The tests start their own servers on temporary
+# default `postgresql`) for tests/postgres, and IO::Socket::SSL
+# (libio-socket-ssl-perl, as in the database image: the chart's lease.pl
+# speaks HTTPS), only when missing; a second run does nothing. The tests start their own servers on temporary
 # directories and loopback ports; the packaged cluster is not needed.
 #
 #   hack/install-postgres.sh          (root, or sudo available)
 set -euo pipefail
 BIN="${MYDB_PG_BIN:-/usr/lib/postgresql/15/bin}"
 
-if [[ -x "${BIN}/initdb" && -x "${BIN}/postgres" && -x "${BIN}/pg_basebackup" ]]; then
+if [[ -x "${BIN}/initdb" && -x "${BIN}/postgres" && -x "${BIN}/pg_basebackup" ]] \
+  && perl -MIO::Socket::SSL -e 1 2>/dev/null; then
   echo "postgresql: present in ${BIN}"
   exit 0
 fi
@@ -21,6 +23,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 echo "postgresql: installing"
 "${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq libio-socket-ssl-perl
 "${SUDO[@]}" apt-get install -y -qq postgresql-15 \
   || "${SUDO[@]}" apt-get install -y -qq postgresql
 if [[ ! -x "${BIN}/initdb" ]]; then

@@ -37,9 +37,16 @@ def container_pids(cluster, namespace: str, pod: str, container: str = "postgres
 
 
 def postgres_pid(cluster, namespace: str, pod: str) -> int:
-    """The host PID of the pod's PostgreSQL postmaster: the postgres container's PID 1."""
+    """The host PID of the pod's PostgreSQL postmaster: the postgres container's first process (the entrypoint
+    execs it), the one whose parent is outside the container. Not PID 1: the pod shares one process namespace
+    (the probe container's lease.pl signals the postmaster), whose PID 1 is the pod's pause process."""
     pids = container_pids(cluster, namespace, pod)
-    return next(host for host, inside in pids.items() if inside == 1)
+    return next(host for host in pids if parent_pid(host) not in pids)
+
+
+def parent_pid(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(line for line in status if line.startswith("PPid:")).split()[1])
 
 
 def hang(pid: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from mydb_operator import names
 from mydb_operator.model.instances import InstanceFacts, Standby, Unreachable, with_value
-from mydb_operator.model.lease import FENCE_SECONDS, STILL_SECONDS, LeaseFacts
+from mydb_operator.model.lease import FENCE_SECONDS, HANDOVER_SECONDS, LeaseFacts
 from mydb_operator.model.record import FAILOVER, REBUILT, RESTART, SWITCHOVER, PrimaryRecord
 from mydb_operator.policy import maintenance
 from mydb_operator.policy.actions import (
@@ -82,7 +82,7 @@ SEEN = object()  # members(): the default sighting, see there
 def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRecord | None = None,
             served: bool = True, settings: HaSettings = SETTINGS, reference: int | None = None,
             now: datetime = NOW, sighting: Any = SEEN, watching_since: Any = SEEN,
-            last_primary: str | None = None, lease: LeaseFacts | None = None, lease_still: float = 0.0,
+            last_primary: str | None = None, lease: LeaseFacts | None = None, lease_held: float = 0.0,
             lease_members: tuple[str, ...] = ()) -> Members:
     """The database as the decisions see it. Unless told otherwise, the operator read the recorded primary's
     position (REFERENCE, else 0) just as it stopped serving, with every replica that answered streaming, and
@@ -103,7 +103,7 @@ def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRec
     return Members(namespace="ns", release="db", pods=tuple(pods), record=record,
                    probes={p.pod: p for p in probes}, settings=settings, now=now, served=served,
                    sighting=sighting, watching_since=watching_since, last_primary=last_primary, lease=lease,
-                   lease_still=lease_still, lease_members=lease_members)
+                   lease_held=lease_held, lease_members=lease_members)
 
 
 # ---------------------------------------------------------------- the choice of a replica
@@ -260,11 +260,12 @@ def test_a_fenced_pod_whose_node_never_answers_is_taken_for_stopped_once_the_lea
     moved = LeaseFacts("db-1", ("db-0", "db-1"), "7")
 
     def actions(lease: LeaseFacts | None, still: float) -> tuple[Any, ...]:
-        return plan(members([stuck, pod(1)], facts, record=recorded(), lease=lease, lease_still=still)).actions
+        return plan(members([stuck, pod(1)], facts, record=recorded(), lease=lease, lease_held=still)).actions
 
-    assert actions(moved, STILL_SECONDS - 0.1) == detached_to(1, facts)
-    assert actions(moved, STILL_SECONDS) == (Promote("db-1"),)
-    assert STILL_SECONDS > FENCE_SECONDS  # the old primary stopped before: never two primaries at once
+    assert actions(moved, HANDOVER_SECONDS - 0.1) == detached_to(1, facts)
+    assert actions(moved, HANDOVER_SECONDS) == (Promote("db-1"),)
+    assert actions(moved, HANDOVER_SECONDS)[0].why == "the lease named another pod for 8s: db-0 stopped its own server"
+    assert HANDOVER_SECONDS > FENCE_SECONDS  # the old primary stopped before: never two primaries at once
     # A lease that still names the old primary (or none could be read) is no evidence of anything.
     assert actions(LeaseFacts("db-0", ("db-0", "db-1"), "7"), 3600) == detached_to(1, facts)
     assert actions(None, 3600) == detached_to(1, facts)

@@ -3,13 +3,14 @@
 # probe container of every database pod.
 #
 # The operator names the primary in a Lease (LEASE_NAME, its holderIdentity) and the database's pods in
-# its annotation myapp.example.com/members. The pod that holds it renews it every LEASE_RENEW_SECONDS; the
+# its annotation myapp.example.com/members ("<pod>=<address>,..."). The pod that holds it renews it every LEASE_RENEW_SECONDS; the
 # other pods read it as often. A holder that cannot confirm it holds the lease for LEASE_FENCE_SECONDS
 # stops its server (a fast shutdown: every session ends, nothing new is taken), and its container starts
 # the server again only once the lease is confirmed (entrypoint.sh waits for STATE_DIR/state). It
-# confirms by renewing, or, when the API server does not answer, by every other member saying that it
-# cannot reach the API server either and still follows this pod (probe.pl's GET /peer): an API server
-# that restarts stops no primary, a primary cut off from the API server and its peers stops.
+# confirms by renewing, or, when the API server does not answer it, by every other member vouching for it
+# (probe.pl's GET /peer): each still follows it and either read the lease naming it a moment ago or cannot
+# reach the API server either. An API server that restarts stops no primary; a primary cut off from the API
+# server and its peers stops.
 # The operator promotes another pod only after the lease stayed still for longer than
 # LEASE_FENCE_SECONDS, or once this pod's server is seen stopped.
 #
@@ -17,7 +18,7 @@
 #   state   held (the lease names this pod and was renewed), follower (it names another pod),
 #           absent (no lease: the chart alone, nothing to fence), unconfirmed, fenced <why>, starting
 #   api     ok or failed: how the last request to the API server went (probe.pl's /peer reads it)
-#   holder  the pod the lease named at the last answer
+#   holder  the pod the lease named at the last answer, read_at when that was (seconds since the epoch)
 # Only modules of Debian's perl and IO::Socket::SSL (libio-socket-ssl-perl) for HTTPS.
 use strict;
 use warnings;
@@ -25,6 +26,7 @@ use HTTP::Tiny;
 use JSON::PP;
 use Time::HiRes qw(sleep clock_gettime CLOCK_MONOTONIC);
 use POSIX qw(strftime);
+use POSIX ();
 
 my $POD = $ENV{POD_NAME} or die "lease: POD_NAME is required\n";
 my $LEASE = $ENV{LEASE_NAME} or die "lease: LEASE_NAME is required\n";
@@ -39,6 +41,7 @@ my $API_SECONDS = 1;      # one request to the API server
 my $PEER_SECONDS = 0.5;   # one question to a peer
 my $PEERS_SECONDS = 1.5;  # all of them
 my $TICK = 0.5;
+my $QUIT_SECONDS = 3;
 
 sub now { clock_gettime(CLOCK_MONOTONIC) }
 
@@ -103,34 +106,63 @@ sub renew {
     return ('failed', "renewal refused: $put->{status} $put->{content}");
 }
 
-# Every other member answers that it cannot reach the API server either and still follows this pod. Within
-# PEERS_SECONDS in all: a name lookup has no timeout of its own (a resolver cut off waits 5 s and more).
-sub peers_confirm {
-    my (@members) = @_;
-    return 0 unless @members && $PEER_DOMAIN;
-    my $http = HTTP::Tiny->new(timeout => $PEER_SECONDS);
-    my $confirmed = eval {
-        local $SIG{ALRM} = sub { die "timeout\n" };
-        Time::HiRes::alarm($PEERS_SECONDS);
+# Every other member vouches for this pod (probe.pl's GET /peer): it still follows it, and it either read the
+# lease naming it AGE seconds ago, or cannot reach the API server either (AGE 0). The oldest AGE, or undef when
+# one of them does not vouch. Asked from a child process given PEERS_SECONDS in all: a name lookup has no
+# timeout of its own, and a signal cannot cut it short (a resolver cut off waits 5 s a try, and more).
+sub peers_vouch {
+    my (@members) = grep { (split /=/)[0] ne $POD } @_;
+    return undef unless @members && $PEER_DOMAIN;
+    pipe(my $reader, my $writer) or return undef;
+    my $pid = fork();
+    return undef unless defined $pid;
+    if ($pid == 0) {
+        close $reader;
+        my $http = HTTP::Tiny->new(timeout => $PEER_SECONDS);
+        my $age = 0;
         for my $member (@members) {
-            next if $member eq $POD;
-            my $answer = $http->get("http://$member.$PEER_DOMAIN:$PROBE_PORT/peer?primary=$POD");
-            die "no\n" unless $answer->{success};
+            my ($name, $address) = split /=/, $member, 2;
+            my $host = $address ? ($address =~ /:/ ? "[$address]" : $address) : "$name.$PEER_DOMAIN";
+            my $answer = $http->get("http://$host:$PROBE_PORT/peer?primary=$POD");
+            my ($said) = ($answer->{content} // '') =~ /^age=([0-9.]+)/;
+            POSIX::_exit(1) unless $answer->{success} && defined $said;
+            $age = $said if $said > $age;
         }
-        1;
-    };
-    Time::HiRes::alarm(0);
-    return $confirmed ? 1 : 0;
+        print {$writer} "$age\n";
+        close $writer;
+        POSIX::_exit(0);
+    }
+    close $writer;
+    my $bits = '';
+    vec($bits, fileno($reader), 1) = 1;
+    my $line = select(my $ready = $bits, undef, undef, $PEERS_SECONDS) > 0 ? <$reader> : undef;
+    close $reader;
+    kill 'KILL', $pid;
+    waitpid($pid, 0);
+    return (defined $line && $line =~ /^([0-9.]+)$/) ? $1 : undef;
 }
+
+# A fast shutdown (SIGINT) ends every session and takes no new one at once; its walsenders then wait for
+# replicas that a cut-off primary cannot reach, so an immediate one (SIGQUIT) follows after QUIT_SECONDS.
+my ($signalled, $signalled_at, $quit) = (0, 0, 0);
 
 sub stop_server {
     my ($why) = @_;
     state_is('state', "fenced $why");
     my $pid = (split /\n/, slurp($LOCK) // '')[0];
-    return unless $pid && $pid =~ /^\d+$/ && kill(0, $pid);
-    # SIGINT: PostgreSQL's fast shutdown. Sessions end now; a commit not acknowledged yet is not.
-    say_line("stopping the server (postmaster $pid): $why");
-    kill 'INT', $pid;
+    unless ($pid && $pid =~ /^\d+$/ && kill(0, $pid)) {
+        $signalled = 0;
+        return;
+    }
+    if ($signalled != $pid) {
+        say_line("stopping the server (postmaster $pid, fast shutdown): $why");
+        kill 'INT', $pid;
+        ($signalled, $signalled_at, $quit) = ($pid, now(), 0);
+    } elsif (!$quit && now() - $signalled_at >= $QUIT_SECONDS) {
+        say_line("the server (postmaster $pid) still runs: immediate shutdown");
+        kill 'QUIT', $pid;
+        $quit = 1;
+    }
 }
 
 sub run {
@@ -148,8 +180,9 @@ sub run {
             if ($answer eq 'failed') {
                 $down_since //= $start;
                 say_line("the API server did not confirm the lease: $lease") if $start - $down_since < $RENEW;
-                if ($holding && peers_confirm(split /,/, $members)) {
-                    $confirmed = $start;
+                my $age = $holding ? peers_vouch(split /,/, $members) : undef;
+                if (defined $age && $start - $age > $confirmed) {
+                    $confirmed = $start - $age;
                     state_is('state', 'held');
                 } elsif ($holding && $written{state} eq 'held') {
                     state_is('state', 'unconfirmed');
@@ -159,6 +192,7 @@ sub run {
                 my $holder = $lease ? ($lease->{spec}{holderIdentity} // '') : '';
                 $members = $lease ? ($lease->{metadata}{annotations}{'myapp.example.com/members'} // '') : '';
                 state_is('holder', $holder);
+                write_file('read_at', Time::HiRes::time());
                 if ($answer eq 'held') {
                     ($holding, $confirmed) = (1, $start);
                     state_is('state', 'held');

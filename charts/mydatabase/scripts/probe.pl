@@ -22,6 +22,7 @@ use IO::Socket::IP;
 use IO::Socket::UNIX;
 use Socket qw(SOCK_STREAM pack_sockaddr_un);
 use POSIX ();
+use Time::HiRes ();
 
 my $SOCKET = ($ENV{SOCKET_DIR} || '/var/run/postgresql') . '/.s.PGSQL.' . ($ENV{PGPORT} || 5432);
 my $ANSWER_SECONDS = 0.8;    # under the probes' 1-second timeout
@@ -67,21 +68,25 @@ sub respond {
         . 'Content-Length: ' . length($body) . "\r\nConnection: close\r\n\r\n$body";
 }
 
-# GET /peer?primary=POD: 200 when this pod cannot reach the API server either (lease.pl's last request
-# failed), is a standby, and its WAL receiver is pointed at POD: then POD may go on as the primary while
-# the API server is away. Any other answer and POD stops once its lease runs out. The operator points
-# every replica it can reach away from a primary it fails over from, so none of them vouches for it.
+# GET /peer?primary=POD, lease.pl's question when POD cannot renew the lease: 200 "age=SECONDS" when this pod
+# is a standby whose WAL receiver is pointed at POD and it read the lease naming POD SECONDS ago, or cannot
+# reach the API server either (age=0); 409 otherwise, and POD stops once its lease runs out. The operator
+# names a new primary in the lease before it promotes one, and points every replica it reaches away from
+# the old primary: none of them vouches for it after that.
 sub peer_answer {
     my ($primary) = @_;
     my $state_dir = $ENV{LEASE_STATE_DIR} || '/var/run/mydb-lease';
     my $data = $ENV{PGDATA} || '/var/lib/postgresql/data';
-    return (409, "this pod reaches the API server\n") if (first_line("$state_dir/api") // 'ok') ne 'failed';
-    return (409, "this pod holds the lease\n") if (first_line("$state_dir/holder") // '') eq $ENV{POD_NAME};
+    my $holder = first_line("$state_dir/holder") // '';
+    return (409, "this pod holds the lease\n") if $holder eq $ENV{POD_NAME};
     return (409, "this pod's server is no standby\n") unless -e "$data/standby.signal";
     my ($conninfo) = (join('', lines("$data/postgresql.auto.conf")) =~ /^primary_conninfo\s*=\s*'(.*)'\s*$/m);
     my ($host) = ($conninfo // '') =~ /(?:^|\s)host=(\S+)/;
     return (409, "this pod follows " . ($host // 'nobody') . "\n") unless ($host // '') =~ /^\Q$primary\E(\.|$)/;
-    return (200, "following $primary, the API server unreachable\n");
+    return (200, "age=0\n") if (first_line("$state_dir/api") // 'ok') eq 'failed';
+    return (409, "the lease names " . ($holder || 'nobody') . "\n") if $holder ne $primary;
+    my $read_at = first_line("$state_dir/read_at") // 0;
+    return (200, sprintf("age=%.3f\n", Time::HiRes::time() - $read_at));
 }
 
 sub lines {

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import names
-from ..model.lease import MEMBERS_ANNOTATION, STILL_SECONDS
+from ..model.lease import HANDOVER_SECONDS, MEMBERS_ANNOTATION
 from ..model.timestamps import micro_time
 
 
@@ -31,7 +31,7 @@ def lease_body(
     moment = micro_time(now)
     spec = {
         "holderIdentity": holder,
-        "leaseDurationSeconds": int(STILL_SECONDS),
+        "leaseDurationSeconds": int(HANDOVER_SECONDS),
         "acquireTime": moment,
         "renewTime": moment,
     }

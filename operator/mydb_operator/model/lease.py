@@ -8,20 +8,24 @@ the Lease has stayed still for longer than that: the operator then promotes anot
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .. import names
 
+# The database's pods, "<pod>=<address>" each (the address empty while it has none): a primary that cannot
+# renew asks each of them by address, with no name lookup to wait for (the chart's lease.pl).
 MEMBERS_ANNOTATION = f"{names.GROUP}/members"
 # The chart's primaryLease values (desired/values.py passes them): the holder renews every RENEW_SECONDS and
 # stops its server FENCE_SECONDS after it last confirmed the lease.
 RENEW_SECONDS = 2
 FENCE_SECONDS = 6
-# How long the Lease must stay still before the operator takes its holder for stopped: FENCE_SECONDS, and a
-# margin for the fast shutdown itself and the requests in flight.
-STILL_SECONDS = FENCE_SECONDS + 2.0
+# How long the Lease must have named another pod before the operator takes its former holder for stopped:
+# FENCE_SECONDS (the former holder renews no more once it is not named, and its peers vouch for it no longer
+# than that), and a margin for the fast shutdown itself and the requests in flight.
+HANDOVER_SECONDS = FENCE_SECONDS + 2.0
 
 
 @dataclass(frozen=True)
@@ -33,11 +37,19 @@ class LeaseFacts:
 
 @dataclass(frozen=True)
 class LeaseSighting:
-    """The Lease as this operator last read it, and since when it has not changed (the operator's own clock:
-    client-go's leader election judges a lease by when it saw it change, never by the time written in it)."""
+    """The Lease as this operator last read it, and since when it has named its holder (the operator's own
+    clock: client-go's leader election judges a lease by when it saw it change, never by a time written in
+    it). The holder's renewals change the Lease, not that moment."""
 
     facts: LeaseFacts | None
-    unchanged_since: datetime
+    holder_since: datetime
+
+
+def lease_members(release: str, count: int, pods: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+    """The members the lease names: ordinals 0 to COUNT - 1 of RELEASE, each with its pod's address."""
+    addresses = {pod["metadata"]["name"]: (pod.get("status") or {}).get("podIP") or "" for pod in pods}
+    pods_named = (names.pod_name(release, ordinal) for ordinal in range(count))
+    return tuple(f"{pod}={addresses.get(pod, '')}" for pod in pods_named)
 
 
 def parse_lease(lease: dict[str, Any] | None) -> LeaseFacts | None:
@@ -53,12 +65,12 @@ def parse_lease(lease: dict[str, Any] | None) -> LeaseFacts | None:
 
 
 def seen(before: LeaseSighting | None, facts: LeaseFacts | None, now: datetime) -> LeaseSighting:
-    """The sighting after reading FACTS at NOW: still since the same moment when nothing changed."""
-    if before is not None and before.facts == facts:
-        return before
+    """The sighting after reading FACTS at NOW: the same holder keeps the moment it was first seen."""
+    if before is not None and before.facts is not None and facts is not None and before.facts.holder == facts.holder:
+        return LeaseSighting(facts, before.holder_since)
     return LeaseSighting(facts, now)
 
 
-def still_for(sighting: LeaseSighting | None, now: datetime) -> float:
-    """Seconds the Lease has stayed as it is now, as far as this operator saw (0: never read)."""
-    return 0.0 if sighting is None else (now - sighting.unchanged_since).total_seconds()
+def held_for(sighting: LeaseSighting | None, now: datetime) -> float:
+    """Seconds the Lease has named its holder, as far as this operator saw (0: never read)."""
+    return 0.0 if sighting is None else (now - sighting.holder_since).total_seconds()

@@ -4,7 +4,7 @@ reconcile/topology.py carries each action out; nothing here touches the cluster.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..model.record import PrimaryRecord
 
@@ -44,6 +44,8 @@ class Fence:
 @dataclass(frozen=True)
 class Promote:
     pod: str
+    # How a failover's old primary is known to take no more writes, for the Promoted Event (not what is done).
+    why: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

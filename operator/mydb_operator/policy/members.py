@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import names
 from ..model.instances import InstanceFacts, Probe, Unreachable
-from ..model.lease import STILL_SECONDS, LeaseFacts
+from ..model.lease import HANDOVER_SECONDS, LeaseFacts
 from ..model.pods import is_ready
 from ..model.record import PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting
@@ -46,9 +46,9 @@ class Members:
     last_primary: str | None = None  # status.primary: the last pod confirmed serving as primary
     full: frozenset[str] = frozenset()  # pods whose data volume is full (policy/volumes.is_full)
     was_full: frozenset[str] = frozenset()  # pods whose data volume the last status showed full
-    # The primary lease (model/lease.py) as read in this pass, and how long this operator has seen it unchanged.
+    # The primary lease (model/lease.py) as read in this pass, and how long this operator has seen it name its holder.
     lease: LeaseFacts | None = None
-    lease_still: float = 0.0
+    lease_held: float = 0.0
     lease_members: tuple[str, ...] = ()  # the database's pods, as the lease should name them ((): no lease kept)
 
     @property
@@ -171,19 +171,22 @@ def recovering_in_place(probe: Probe | None) -> bool:
 
 
 def why_not_serving(pod: Object | None, name: str) -> str:
+    """Why NAME does not serve, and on which node: a failover's Event names where it came from."""
     if pod is None:
         return f"{name} is gone"
+    node = (pod.get("spec") or {}).get("nodeName")
+    where = f" on node {node}" if node else ""
     if deleting(pod):
-        return f"{name} is being deleted"
-    return f"{name} is not ready"
+        return f"{name}{where} is being deleted"
+    return f"{name}{where} is not ready"
 
 
 def stopped(members: Members, pod: Object) -> bool:
     """A fenced pod no longer takes writes: its postgres container has terminated (the kubelet says so before
-    the pod object goes), or the primary lease names another pod and has stayed still for STILL_SECONDS, so
-    that the pod, if it runs at all (its node cut off, its kubelet gone), stopped its server by itself."""
+    the pod object goes), or the primary lease has named another pod for HANDOVER_SECONDS, so that the pod, if
+    it runs at all (its node cut off, its kubelet gone), stopped its server by itself."""
     for container in (pod.get("status") or {}).get("containerStatuses") or []:
         if container.get("name") == names.POSTGRES_CONTAINER and (container.get("state") or {}).get("terminated"):
             return True
     lease = members.lease
-    return lease is not None and lease.holder != pod["metadata"]["name"] and members.lease_still >= STILL_SECONDS
+    return lease is not None and lease.holder != pod["metadata"]["name"] and members.lease_held >= HANDOVER_SECONDS

@@ -274,4 +274,18 @@ def promotion(members: Members) -> Plan:
             )
             message = f"switchover to {target} aborted: {short}; {record.previous} stays the primary"
             return Plan((RecordPrimary(back),), state, message)
-    return Plan((*actions, Promote(target)), state, moving)
+    why = how_it_stopped(members, record.previous) if failover and record is not None else ""
+    return Plan((*actions, Promote(target, why)), state, moving)
+
+
+def how_it_stopped(members: Members, former: str) -> str:
+    """How the former primary is known to take no more writes, for the Promoted Event."""
+    pod = members.pod(former)
+    if pod is None:
+        return f"{former} is gone"
+    if members.facts(former) is not None:
+        return f"{former} answers as a standby"
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    if any(c.get("name") == names.POSTGRES_CONTAINER and (c.get("state") or {}).get("terminated") for c in statuses):
+        return f"{former}'s server stopped"
+    return f"the lease named another pod for {members.lease_held:.0f}s: {former} stopped its own server"

@@ -17,7 +17,7 @@ from ..desired.lease import lease_body
 from ..desired.record import record_configmap
 from ..instances import commands
 from ..model.instances import Probe
-from ..model.lease import LeaseFacts, LeaseSighting, parse_lease, seen, still_for
+from ..model.lease import LeaseFacts, LeaseSighting, held_for, parse_lease, seen
 from ..model.pods import role_label
 from ..model.record import FAILOVER, REBUILT, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting, latest, sighting_of
@@ -128,7 +128,7 @@ class Pass:
                     ("Normal", "Restarting", f"restarting {action.pod} onto the current template")
                 )
         elif isinstance(action, Promote):
-            return await self.promote(action.pod)
+            return await self.promote(action.pod, action.why)
         elif isinstance(action, Repoint):
             return await self.servers.command(
                 self.pods, action.pod, "point it at the primary", commands.repoint, action.conninfo
@@ -179,11 +179,11 @@ class Pass:
             self.namespace, self.name, action.holder, action.members, now, known.resource_version if known else ""
         )
         version = await self.api.write_lease(body)
-        self.lease = self.watch.lease = LeaseSighting(LeaseFacts(action.holder, action.members, version), now)
+        self.lease = self.watch.lease = seen(self.lease, LeaseFacts(action.holder, action.members, version), now)
         if known is None or known.holder != action.holder:
             log.info("%s/%s: the primary lease names %s", self.namespace, self.name, action.holder)
 
-    async def promote(self, pod: str) -> bool:
+    async def promote(self, pod: str, why: str = "") -> bool:
         promoted = await self.servers.command(self.pods, pod, "promote it", commands.promote)
         if not promoted:
             return False
@@ -197,7 +197,7 @@ class Pass:
         if kind == SWITCHOVER:
             self.report.events.append(("Normal", "SwitchoverCompleted", f"{pod} is the primary{took}"))
         else:
-            self.report.events.append(("Normal", "Promoted", f"{pod} is the primary{took}"))
+            self.report.events.append(("Normal", "Promoted", f"{pod} is the primary{took}{f': {why}' if why else ''}"))
         return True
 
     def pod(self, name: str) -> dict[str, Any] | None:
@@ -230,7 +230,7 @@ class Pass:
             full=full,
             was_full=was_full,
             lease=self.lease.facts if self.lease is not None else None,
-            lease_still=still_for(self.lease, now),
+            lease_held=held_for(self.lease, now),
             lease_members=self.lease_members,
         )
 

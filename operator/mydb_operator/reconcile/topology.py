@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import names
 from ..cluster.failures import API_FAILURES, failure_detail
+from ..model.lease import lease_members
 from ..model.observation import Observation
 from ..model.pods import tls_secret
 from ..model.record import FAILOVER, SWITCHOVER, parse_record, recorded_primary
@@ -66,7 +67,8 @@ async def keep_primary(
         return step.report
     settings = settings_of(spec)
     watch = runtime.watches.of((namespace, name))
-    await step.read_lease(lease_members(name, spec, step.pods))
+    count = 0 if spec is not None and spec.hibernate else spec.replicas if spec is not None else len(step.pods)
+    await step.read_lease(lease_members(name, count, step.pods))
     answered: str | None = None  # a switchover request whose decision is to be recorded in this round
     for _ in range(ROUNDS):
         step.report.probes = await step.servers.ask(step.pods)
@@ -124,15 +126,6 @@ async def read_position(namespace: str, name: str, spec: DatabaseSpec | None, ru
         return False
     runtime.watches.of((namespace, name)).saw(seen)
     return True
-
-
-def lease_members(name: str, spec: DatabaseSpec | None, pods: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The pods the primary lease names: the spec's ordinals (the pods there now when the spec does not parse);
-    none while hibernating."""
-    if spec is not None and spec.hibernate:
-        return ()
-    count = spec.replicas if spec is not None else len(pods)
-    return tuple(names.pod_name(name, ordinal) for ordinal in range(count))
 
 
 def failover_on_an_unasked_primary(decided: Plan, members: Members) -> bool:

@@ -1,0 +1,43 @@
+"""The primary lease as the operator reads and writes it (model/lease.py, desired/lease.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from mydb_operator.desired.lease import lease_body
+from mydb_operator.model.lease import LeaseFacts, lease_members, parse_lease, seen, held_for
+
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+
+
+def pod(name: str, address: str | None) -> dict:
+    return {"metadata": {"name": name}, "status": {"podIP": address} if address else {}}
+
+
+def test_the_members_are_the_specs_ordinals_with_their_pods_addresses():
+    pods = [pod("db-0", "198.18.128.5"), pod("db-2", None), pod("db-7", "198.18.128.9")]  # db-7: scaled away
+    assert lease_members("db", 3, pods) == ("db-0=198.18.128.5", "db-1=", "db-2=")
+    assert lease_members("db", 0, pods) == ()
+
+
+def test_the_body_names_the_holder_and_members_and_reads_back_the_same():
+    body = lease_body("ns", "db", "db-1", ("db-0=198.18.128.5", "db-1="), NOW, "")
+    assert body["metadata"]["name"] == "db-primary" and "resourceVersion" not in body["metadata"]
+    assert body["spec"]["holderIdentity"] == "db-1"
+    assert body["spec"]["renewTime"] == body["spec"]["acquireTime"] == "2026-12-07T12:00:00.000000Z"
+    stored = {**body, "metadata": {**body["metadata"], "resourceVersion": "4"}}
+    assert parse_lease(stored) == LeaseFacts("db-1", ("db-0=198.18.128.5", "db-1="), "4")
+    assert lease_body("ns", "db", "db-1", (), NOW, "4")["metadata"]["resourceVersion"] == "4"
+    assert parse_lease(None) is None
+
+
+def test_the_holder_is_counted_from_when_this_operator_first_saw_it_named_whatever_its_renewals():
+    held = LeaseFacts("db-0", ("db-0=", "db-1="), "4")
+    first = seen(None, held, NOW)
+    assert held_for(first, NOW + timedelta(seconds=5)) == 5
+    renewed = seen(first, LeaseFacts("db-0", ("db-0=", "db-1="), "5"), NOW + timedelta(seconds=6))
+    assert renewed.facts.resource_version == "5" and held_for(renewed, NOW + timedelta(seconds=7)) == 7
+    moved = seen(renewed, LeaseFacts("db-1", ("db-0=", "db-1="), "6"), NOW + timedelta(seconds=8))
+    assert held_for(moved, NOW + timedelta(seconds=9)) == 1
+    assert held_for(seen(None, None, NOW), NOW + timedelta(seconds=3)) == 3  # no lease: none named
+    assert held_for(None, NOW) == 0  # never read: no evidence of anything
