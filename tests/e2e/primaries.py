@@ -27,8 +27,9 @@ def container_pids(cluster, namespace: str, pod: str, container: str = "postgres
         try:
             if container_id not in cgroup.read_text():
                 continue
-            nspid = next(line for line in (cgroup.parent / "status").read_text().splitlines()
-                         if line.startswith("NSpid:"))
+            nspid = next(
+                line for line in (cgroup.parent / "status").read_text().splitlines() if line.startswith("NSpid:")
+            )
         except (OSError, StopIteration):  # gone meanwhile
             continue
         found[int(cgroup.parent.name)] = int(nspid.split()[-1])
@@ -64,8 +65,7 @@ def resume(pid: int) -> bool:
 
 
 @contextmanager
-def stream_cut(cluster, namespace: str, primary: str, replicas: list[str], both_ways: bool = False
-               ) -> Iterator[None]:
+def stream_cut(cluster, namespace: str, primary: str, replicas: list[str], both_ways: bool = False) -> Iterator[None]:
     """PRIMARY's server sends nothing more to REPLICAS: what it sends from its port is dropped on the pods'
     bridge (iptables, in the raw table: before kube-router's policy chains, which accept what a policy allows
     and put themselves first again at each sync), so they stay connected and receive nothing, and the archive and clients keep
@@ -74,11 +74,39 @@ def stream_cut(cluster, namespace: str, primary: str, replicas: list[str], both_
     (otherwise the replicas' replies keep them waiting, and a clean shutdown with them).
     Lifted on leaving; by then the primary's server should be gone, or the kernel retransmits what it held."""
     source = pod_ip(cluster, namespace, primary)
-    rules = [["PREROUTING", "-s", f"{source}/32", "-d", f"{pod_ip(cluster, namespace, pod)}/32", "-p", "tcp",
-              "--sport", "5432", "-j", "DROP"] for pod in replicas]
+    rules = [
+        [
+            "PREROUTING",
+            "-s",
+            f"{source}/32",
+            "-d",
+            f"{pod_ip(cluster, namespace, pod)}/32",
+            "-p",
+            "tcp",
+            "--sport",
+            "5432",
+            "-j",
+            "DROP",
+        ]
+        for pod in replicas
+    ]
     if both_ways:
-        rules += [["PREROUTING", "-s", f"{pod_ip(cluster, namespace, pod)}/32", "-d", f"{source}/32", "-p", "tcp",
-                   "--dport", "5432", "-j", "DROP"] for pod in replicas]
+        rules += [
+            [
+                "PREROUTING",
+                "-s",
+                f"{pod_ip(cluster, namespace, pod)}/32",
+                "-d",
+                f"{source}/32",
+                "-p",
+                "tcp",
+                "--dport",
+                "5432",
+                "-j",
+                "DROP",
+            ]
+            for pod in replicas
+        ]
     try:
         for rule in rules:
             subprocess.run(["iptables", "-w", "-t", "raw", "-I", *rule], check=True)
@@ -130,39 +158,68 @@ class Writer:
     read-write Service (or to HOST, a server's own address), one every PAUSE seconds; its log says which were
     committed (their ids), where, and when."""
 
-    def __init__(self, cluster, namespace: str, database: str, name: str = "writer", host: str = "",
-                 pause: float = 0.05):
+    def __init__(
+        self, cluster, namespace: str, database: str, name: str = "writer", host: str = "", pause: float = 0.05
+    ):
         self.cluster, self.namespace, self.name = cluster, namespace, name
-        spec = on_real_node({
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": 1,
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 999, "runAsGroup": 999,
-                                "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": "writer", "image": images()["POSTGRES_IMAGE"], "command": ["/bin/sh", "-c", WRITER_SCRIPT],
-                "env": [{"name": "HOST", "value": host or database}, {"name": "PAUSE", "value": str(pause)}],
-                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]}},
-                "volumeMounts": [{"name": "creds", "mountPath": "/creds", "readOnly": True},
-                                 {"name": "tmp", "mountPath": "/tmp"}],
-            }],
-            "volumes": [{"name": "creds", "secret": {"secretName": f"{database}-credentials"}},
-                        {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}],
-        })
+        spec = on_real_node(
+            {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "enableServiceLinks": False,
+                "terminationGracePeriodSeconds": 1,
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": 999,
+                    "runAsGroup": 999,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "writer",
+                        "image": images()["POSTGRES_IMAGE"],
+                        "command": ["/bin/sh", "-c", WRITER_SCRIPT],
+                        "env": [{"name": "HOST", "value": host or database}, {"name": "PAUSE", "value": str(pause)}],
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [
+                            {"name": "creds", "mountPath": "/creds", "readOnly": True},
+                            {"name": "tmp", "mountPath": "/tmp"},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "creds", "secret": {"secretName": f"{database}-credentials"}},
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}},
+                ],
+            }
+        )
         # The label the database's NetworkPolicy admits clients by.
-        body = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
-                "metadata": {"name": name, "labels": {f"{database}-client": "true"}}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": spec,
+            "metadata": {"name": name, "labels": {f"{database}-client": "true"}},
+        }
         # The writer of an earlier test on the module's database that failed before halt(): gone first, so that
         # its failure does not fail this test too (the API server refuses to change a pod's volumes).
-        cluster.kubectl("delete", "pod", "-n", namespace, name, "--ignore-not-found", "--wait=true", "--timeout=60s",
-                        check=False)
+        cluster.kubectl(
+            "delete", "pod", "-n", namespace, name, "--ignore-not-found", "--wait=true", "--timeout=60s", check=False
+        )
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
         wait_for(f"{name} writing", lambda: any(w.ok for w in self.writes()), timeout=120)
 
-    def writes(self) -> list[Write]:
-        log = self.cluster.kubectl("logs", "-n", self.namespace, self.name, check=False).stdout
+    def writes(self, from_node: bool = False) -> list[Write]:
+        """What its log says. FROM_NODE: read from the files the kubelet keeps on the node (CRI format), which
+        do while the kubelet itself is stopped."""
+        if from_node:
+            files = sorted(Path("/var/log/pods").glob(f"{self.namespace}_{self.name}_*/writer/*.log"))
+            log = "\n".join(line.split(" ", 3)[-1] for path in files for line in path.read_text().splitlines())
+        else:
+            log = self.cluster.kubectl("logs", "-n", self.namespace, self.name, check=False).stdout
         found = []
         for line in log.splitlines():
             parts = line.split()
@@ -172,15 +229,17 @@ class Writer:
                 found.append(Write(False, float(parts[1])))
         return found
 
-    def first_after(self, moment: float, server_not: str) -> Write | None:
+    def first_after(self, moment: float, server_not: str, from_node: bool = False) -> Write | None:
         """The first write committed after MOMENT by another server than SERVER_NOT."""
-        return next((w for w in self.writes() if w.ok and w.at > moment and w.server != server_not), None)
+        writes = self.writes(from_node)
+        return next((w for w in writes if w.ok and w.at > moment and w.server != server_not), None)
 
     def halt(self) -> list[Write]:
         """Stop writing (the pod is deleted) and return every write it made."""
         made = self.writes()
-        self.cluster.kubectl("delete", "pod", "-n", self.namespace, self.name, "--wait=true", "--timeout=60s",
-                             check=False)
+        self.cluster.kubectl(
+            "delete", "pod", "-n", self.namespace, self.name, "--wait=true", "--timeout=60s", check=False
+        )
         return made
 
 

@@ -292,7 +292,9 @@ def test_a_primary_cut_off_from_everything_stops_taking_writes_before_a_replica_
             timeout=90,
         )
         first_new = wait_for(
-            f"a write acknowledged by {new}", lambda: service.first_after(began, old_address), timeout=30
+            f"a write acknowledged by {new}",
+            lambda: service.first_after(began, old_address, from_node=True),
+            timeout=30,
         )
     finally:
         os.kill(kubelet, signal.SIGCONT)

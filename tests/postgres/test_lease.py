@@ -36,6 +36,7 @@ class FakeApi:
     every request answered 503 while `down`."""
 
     def __init__(self) -> None:
+        self.members = "db-0,db-1"
         self.lease: dict | None = None
         self.down = False
         self.renewals = 0
@@ -44,7 +45,7 @@ class FakeApi:
     def name(self, holder: str) -> None:
         version = int((self.lease or {}).get("metadata", {}).get("resourceVersion", "0")) + 1
         self.lease = {"metadata": {"name": "db-primary", "resourceVersion": str(version),
-                                   "annotations": {"myapp.example.com/members": "db-0,db-1"}},
+                                   "annotations": {"myapp.example.com/members": self.members}},
                       "spec": {"holderIdentity": holder}}
 
 
@@ -103,10 +104,35 @@ def certificate(directory: Path) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
+class Peer:
+    """The other member's probe.pl, as far as GET /peer goes: it answers `says` (None: 409)."""
+
+    def __init__(self) -> None:
+        self.says: str | None = None
+        self.asked: list[str] = []
+        peer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                peer.asked.append(self.path)
+                body = (peer.says or "this pod reaches the API server\n").encode()
+                self.send_response(200 if peer.says else 409)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 class Pod:
     """lease.pl for pod db-0, a stand-in postmaster, and what lease.pl wrote."""
 
-    def __init__(self, root: Path, port: int) -> None:
+    def __init__(self, root: Path, port: int, probe_port: int = 1) -> None:
         self.state = root / "lease"
         self.postmaster = subprocess.Popen(["sleep", "600"])
         sockets = root / "run"
@@ -116,7 +142,8 @@ class Pod:
                "LEASE_RENEW_SECONDS": "1", "LEASE_FENCE_SECONDS": str(FENCE_SECONDS),
                "LEASE_STATE_DIR": str(self.state), "SERVICE_ACCOUNT_DIR": str(root / "account"),
                "SOCKET_DIR": str(sockets), "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-               "KUBERNETES_SERVICE_PORT": str(port)}
+               "KUBERNETES_SERVICE_PORT": str(port), "PEER_DOMAIN": "unused.invalid",
+               "PROBE_PORT": str(probe_port)}
         self.log = root / "lease.log"
         with self.log.open("w") as out:
             self.process = subprocess.Popen(["perl", str(SCRIPT)], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -147,7 +174,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[FakeApi, Pod]]:
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    pod = Pod(tmp_path, server.server_address[1])
+    peer = Peer()
+    pod = Pod(tmp_path, server.server_address[1], peer.port)
+    api.peer = peer
     try:
         yield api, pod
     finally:
@@ -209,3 +238,22 @@ def test_a_pod_the_lease_does_not_name_stops_nothing_when_the_api_server_goes(cl
     time.sleep(FENCE_SECONDS + 1)
     assert pod.server_running()
     assert (pod.state / "api").read_text().strip() == "failed"
+
+
+def test_a_holder_the_api_server_does_not_answer_goes_on_while_every_other_member_vouches_for_it(cluster):
+    """The API server away: the other member (by its address in the members annotation, no name lookup) says
+    it follows this pod and read the lease naming it AGE seconds ago; confirmed as of then, it serves on. Once
+    the member no longer vouches (it was pointed at another primary), it stops within the deadline."""
+    api, pod = cluster
+    api.members = "db-0=,db-1=127.0.0.1"
+    api.name("db-0")
+    assert eventually(lambda: pod.said() == "held"), pod.log.read_text()
+    api.peer.says = "age=0.5\n"
+    api.down = True
+    time.sleep(FENCE_SECONDS + 2)
+    assert pod.server_running() and pod.said() == "held", pod.log.read_text()
+    assert api.peer.asked and set(api.peer.asked) == {"/peer?primary=db-0"}
+    api.peer.says = None
+    refused = time.monotonic()
+    assert eventually(lambda: not pod.server_running(), timeout=FENCE_SECONDS + 3), pod.log.read_text()
+    assert time.monotonic() - refused <= FENCE_SECONDS + 1
