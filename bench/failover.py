@@ -1,6 +1,6 @@
 """Failover and switchover on the real node: how long clients cannot write.
 
-    .venv/bin/python -m bench.failover [--trials 5] [--kinds hang,delete,lost,switchover]   (make bench-failover)
+    .venv/bin/python -m bench.failover [--trials 5] [--kinds hang,delete,lost,switchover,cutoff]   (make bench-failover)
 
 Needs the local cluster with its real node and the images in its registry (run
 `make demo` first). In a fresh namespace, an operator from this checkout (the
@@ -21,7 +21,13 @@ with both replicas streaming:
 - lost: the same with the node cordoned, so the pod cannot come back (a lost
   node's): a failover; from the delete to the first commit on another server;
 - switchover: the annotation naming the most advanced replica; the longest gap
-  between two commits around it (target: under 5 s).
+  between two commits around it (target: under 5 s);
+- cutoff: the primary's pod cut off from everything but loopback and, once the
+  API shows it not ready, its node's kubelet stopped (a node cut off: its kill
+  is never confirmed), with a client on the node writing to it over its unix
+  socket: from the cut to the first commit on another server (target 15 s),
+  to the old primary's last acknowledged write (`cutoff-refused`, target 10 s),
+  and the old primary's writes acknowledged after the new one's first (0).
 
 Median, min and max of the trials go to stdout and, with every trial, to a JSON
 file in --out. CloudNativePG's published budgets are the figures to beat: 10 s
@@ -57,7 +63,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from e2e import primaries  # the e2e tests' writer and process tools, under tests/
 
 NAME = "bench-ha"
-TARGETS = {"hang": 15.0, "delete": 10.0, "lost": 10.0, "switchover": 5.0}
+TARGETS = {"hang": 15.0, "delete": 10.0, "lost": 10.0, "switchover": 5.0, "cutoff": 15.0, "cutoff-refused": 10.0}
 NODE_NAME = "mydb-real-node"
 
 
@@ -129,6 +135,8 @@ def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer)
             wait("a commit on another server", lambda: writer.first_after(started, address), 120)
         finally:
             cluster.kubectl("uncordon", NODE_NAME)
+    elif kind == "cutoff":
+        return cut_off_trial(cluster, namespace, primary, address, writer)
     else:
         replicas = [i for i in cluster.status(namespace)["instances"] if i["name"] != primary]
         target = min(replicas, key=lambda i: i.get("lagBytes", 0))["name"]
@@ -150,19 +158,56 @@ def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer)
     }
 
 
+def cut_off_trial(
+    cluster: Cluster, namespace: str, primary: str, address: str, writer: primaries.Writer
+) -> dict[str, Any]:
+    """The primary's pod cut off (its network drops everything but loopback), its node's kubelet stopped once
+    the API shows it not ready (a node cut off from the control plane: the kill is never confirmed), a client
+    on the node writing to it over its unix socket. Figures: from the cut to the first commit through the
+    Service on another server, to the old primary's last acknowledged write, and how many of its writes were
+    acknowledged after the new primary's first (the lease's promise: none)."""
+    postmaster = primaries.postgres_pid(cluster, namespace, primary)
+    local = primaries.LocalWriter(postmaster)
+
+    def not_ready() -> bool:
+        pod = json.loads(cluster.kubectl("get", "pod", "-n", namespace, primary, "-o", "json").stdout)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        return not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    with primaries.cut_off(postmaster) as started:
+        wait("the primary not ready in the API", not_ready, 60)
+        with primaries.stopped(primaries.cluster_pid(cluster, "kubelet")):
+            wait("a commit on another server", lambda: writer.first_after(started, address, from_node=True), 120)
+            first = writer.first_after(started, address, from_node=True)
+    local.stop()
+    assert first is not None
+    acknowledged = local.acknowledged()
+    return {
+        "from": primary,
+        "to": cluster.status(namespace).get("targetPrimary"),
+        "to_server": first.server,
+        "first_commit_elsewhere": round(first.at - started, 2),
+        "refused_writes_after": round(acknowledged[-1] - started, 2),
+        "acknowledged_after_promotion": len([at for at in acknowledged if at > first.at]),
+    }
+
+
 def summary(trials: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     figures = {}
-    for kind, found in trials.items():
-        key = "longest_gap" if kind == "switchover" else "first_commit_elsewhere"
+    measured = [(kind, kind, "longest_gap" if kind == "switchover" else "first_commit_elsewhere") for kind in trials]
+    if "cutoff" in trials:
+        measured.append(("cutoff-refused", "cutoff", "refused_writes_after"))
+    for name, kind, key in measured:
+        found = trials[kind]
         values = sorted(float(t[key]) for t in found)
         median = stats.percentile(values, 50)
-        figures[kind] = {
+        figures[name] = {
             "figure": key,
             "median": median,
             "min": values[0] if values else None,
             "max": values[-1] if values else None,
-            "target": TARGETS[kind],
-            "met": median is not None and median <= TARGETS[kind],
+            "target": TARGETS[name],
+            "met": median is not None and median <= TARGETS[name],
         }
     return figures
 
@@ -172,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m bench.failover", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trials", type=int, default=5, help="trials of each kind (default 5)")
-    parser.add_argument("--kinds", default="hang,delete,lost,switchover", help="which kinds, comma-separated")
+    parser.add_argument("--kinds", default="hang,delete,lost,switchover,cutoff", help="which kinds, comma-separated")
     parser.add_argument("--out", default=str(REPO / "bench-results"), help="folder for the JSON results")
     ctx = parser.parse_args(argv)
     cluster_dir = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO / ".cluster"))

@@ -552,8 +552,8 @@ def test_resources_presets_fit_a_resource_quota(render):
                 assert volume["emptyDir"].get("sizeLimit"), (pod["metadata"].get("name"), volume["name"])
     # The probe container's own (probe.resources): it answers about a request a second.
     assert containers["StatefulSet/probe"]["resources"] == {
-        "requests": {"cpu": "5m", "memory": "16Mi", "ephemeral-storage": "8Mi"},
-        "limits": {"cpu": "100m", "memory": "32Mi", "ephemeral-storage": "64Mi"}}
+        "requests": {"cpu": "5m", "memory": "24Mi", "ephemeral-storage": "8Mi"},
+        "limits": {"cpu": "100m", "memory": "48Mi", "ephemeral-storage": "64Mi"}}
     bare = every_container(render(seed(resourcesPreset="none", backup={**seed()["backup"], "resourcesPreset": "none"},
                                        probe={"port": 8008, "resources": None})))
     assert all("resources" not in c for c in bare.values()), bare

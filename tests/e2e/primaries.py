@@ -3,10 +3,12 @@ client would, and ask each server what it is."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,8 +70,9 @@ def resume(pid: int) -> bool:
 def stream_cut(cluster, namespace: str, primary: str, replicas: list[str], both_ways: bool = False) -> Iterator[None]:
     """PRIMARY's server sends nothing more to REPLICAS: what it sends from its port is dropped on the pods'
     bridge (iptables, in the raw table: before kube-router's policy chains, which accept what a policy allows
-    and put themselves first again at each sync), so they stay connected and receive nothing, and the archive and clients keep
-    reaching it. (A hung WAL receiver would not do: it reads what its socket buffered the moment it resumes.)
+    and put themselves first again at each sync), so they stay connected and receive nothing, and the archive
+    and clients keep reaching it. (A hung WAL receiver would not do: it reads what its socket buffered the
+    moment it resumes.)
     BOTH_WAYS: their replies are dropped too, so the primary's walsenders give up after wal_sender_timeout
     (otherwise the replicas' replies keep them waiting, and a clean shutdown with them).
     Lifted on leaving; by then the primary's server should be gone, or the kernel retransmits what it held."""
@@ -255,7 +258,7 @@ def missing_writes(cluster, namespace: str, pod: str, writes: list[Write]) -> li
 def unavailable(writes: list[Write], since: float) -> float:
     """The longest time after SINCE between two committed writes: what clients could not write for."""
     times = [w.at for w in writes if w.ok and w.at >= since - 1]
-    return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
 
 def pod_ip(cluster, namespace: str, pod: str) -> str:
@@ -272,3 +275,78 @@ def wait_until(deadline_seconds: float, check) -> bool:
             return False
         time.sleep(0.5)
     return True
+
+
+# A client beside the server, on its node: over the unix socket, so that it reaches the server whatever happens
+# to the pod's network. One row per connection (the table the Writer makes); "ok <time> <id>" or "fail ...".
+LOCAL_WRITER = r"""
+export PGUSER="$(cat /etc/mydatabase/credentials/username)" PGPASSWORD="$(cat /etc/mydatabase/credentials/password)"
+export PGDATABASE=postgres PGCONNECT_TIMEOUT=1
+while :; do
+  if out=$(/usr/lib/postgresql/15/bin/psql -h /var/run/postgresql -XAtq \
+      -c 'insert into writes (at) values (now()) returning id' 2>&1)
+  then echo "ok $(date +%s.%N) $out"
+  else echo "fail $(date +%s.%N) $(echo "$out" | head -n 1 | cut -c1-100)"
+  fi
+  sleep 0.1
+done
+"""
+
+
+class LocalWriter:
+    """LOCAL_WRITER in the mount and network namespaces of the server whose host PID is POSTMASTER, run from
+    the host (not through the kubelet, which a test may stop)."""
+
+    def __init__(self, postmaster: int) -> None:
+        self.process = subprocess.Popen(
+            ["nsenter", "-t", str(postmaster), "-m", "-n", "--", "/bin/sh", "-c", LOCAL_WRITER],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        stdout = self.process.stdout
+        assert stdout is not None
+        threading.Thread(target=lambda: self.lines.extend(iter(stdout.readline, "")), daemon=True).start()
+        wait_for("the local client writing", lambda: self.acknowledged(), timeout=30)
+
+    def acknowledged(self) -> list[float]:
+        """When each acknowledged write was, in order."""
+        return sorted(float(line.split()[1]) for line in list(self.lines) if line.startswith("ok "))
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@contextmanager
+def cut_off(postmaster: int) -> Iterator[float]:
+    """The pod of the server whose host PID is POSTMASTER drops everything but loopback (the kubelet's probes,
+    the operator, the API server, its peers): a node cut off, as its pods see it. Yields when it began."""
+    rules = [["INPUT", "!", "-i", "lo", "-j", "DROP"], ["OUTPUT", "!", "-o", "lo", "-j", "DROP"]]
+    for rule in rules:
+        subprocess.run(["nsenter", "-t", str(postmaster), "-n", "iptables", "-w", "-I", *rule], check=True)
+    try:
+        yield time.time()
+    finally:  # the pod's network namespace is gone with the pod, most often
+        for rule in rules:
+            subprocess.run(
+                ["nsenter", "-t", str(postmaster), "-n", "iptables", "-w", "-D", *rule],
+                check=False,
+                capture_output=True,
+            )
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """SIGSTOP, then SIGCONT on leaving (a kubelet, an API server)."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def cluster_pid(cluster, process: str) -> int:
+    """The host PID of one of the local cluster's processes (kubelet, kube-apiserver, ...)."""
+    return int((cluster.kubeconfig.parent / "state" / "pids" / f"{process}.pid").read_text())

@@ -23,7 +23,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -32,7 +31,21 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import wait_ready
-from .primaries import Writer, hang, missing_writes, pod_ip, postgres_pid, primaries, resume, sql_at, wait_until
+from .primaries import (
+    LocalWriter,
+    Writer,
+    cluster_pid,
+    cut_off,
+    hang,
+    missing_writes,
+    pod_ip,
+    postgres_pid,
+    primaries,
+    resume,
+    sql_at,
+    stopped,
+    wait_until,
+)
 from .realnode import NODE_NAME
 from .test_failover import condition, events, receiver_pid, status
 from .test_real_postgres import wait_streaming
@@ -216,22 +229,6 @@ def replica_metrics(operator, namespace: str, database: str) -> dict[str, tuple[
     return {pod: (v.get("mydb_replica_lag_bytes", -1), v.get("mydb_replica_behind", -1)) for pod, v in found.items()}
 
 
-# A client beside the server, on its node: over the unix socket, so that it reaches the server whatever happens
-# to the pod's network. One row per connection; "ok <time> <id>" or "fail <time> <why>".
-LOCAL_WRITER = r"""
-export PGUSER="$(cat /etc/mydatabase/credentials/username)" PGPASSWORD="$(cat /etc/mydatabase/credentials/password)"
-export PGDATABASE=postgres PGCONNECT_TIMEOUT=1
-while :; do
-  if out=$(/usr/lib/postgresql/15/bin/psql -h /var/run/postgresql -XAtq \
-      -c 'insert into writes (at) values (now()) returning id' 2>&1)
-  then echo "ok $(date +%s.%N) $out"
-  else echo "fail $(date +%s.%N) $(echo "$out" | head -n 1 | cut -c1-100)"
-  fi
-  sleep 0.1
-done
-"""
-
-
 def test_a_primary_cut_off_from_everything_stops_taking_writes_before_a_replica_is_promoted(
     cluster, real_operator, namespace
 ):
@@ -256,51 +253,34 @@ def test_a_primary_cut_off_from_everything_stops_taking_writes_before_a_replica_
     service = Writer(cluster, namespace, name, f"{name}-service", pause=0.1)
     old_address = pod_ip(cluster, namespace, f"{name}-0")
     postmaster = postgres_pid(cluster, namespace, f"{name}-0")
-    local = subprocess.Popen(
-        ["nsenter", "-t", str(postmaster), "-m", "-n", "--", "/bin/sh", "-c", LOCAL_WRITER],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(local.stdout.readline, "")), daemon=True)
-    reader.start()
-    wait_for("the local client writing", lambda: any(line.startswith("ok ") for line in lines), timeout=30)
-    kubelet = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
-    cut = [["INPUT", "!", "-i", "lo", "-j", "DROP"], ["OUTPUT", "!", "-o", "lo", "-j", "DROP"]]
-    for rule in cut:
-        subprocess.run(["nsenter", "-t", str(postmaster), "-n", "iptables", "-w", "-I", *rule], check=True)
-    began = time.time()
-    stopped_at = None
-    try:
+    local = LocalWriter(postmaster)
+    with cut_off(postmaster) as began:
         wait_for("cutoff-0 not ready in the API", lambda: not pod_ready(cluster, namespace, f"{name}-0"), timeout=30)
-        os.kill(kubelet, signal.SIGSTOP)
-        try:
-            stopped_at = wait_for(
-                "the old postmaster gone",
-                lambda: None if os.path.exists(f"/proc/{postmaster}") else time.time(),
-                timeout=30,
-                interval=0.1,
+        with stopped(cluster_pid(cluster, "kubelet")):
+            try:
+                stopped_at = wait_for(
+                    "the old postmaster gone",
+                    lambda: None if os.path.exists(f"/proc/{postmaster}") else time.time(),
+                    timeout=30,
+                    interval=0.1,
+                )
+            except AssertionError as failed:
+                said = pod_log(namespace, f"{name}-0", "probe")
+                raise AssertionError(f"{failed}\nits lease.pl said:\n{said}") from None
+            new = wait_for(
+                "a replica promoted",
+                lambda: (lambda s: s.get("primary") if s.get("primary") not in (None, f"{name}-0") else None)(
+                    status(cluster, namespace, name)
+                ),
+                timeout=90,
             )
-        except AssertionError as failed:
-            raise AssertionError(f"{failed}\nits lease.pl said:\n{pod_log(namespace, f'{name}-0', 'probe')}") from None
-        new = wait_for(
-            "a replica promoted",
-            lambda: (lambda s: s.get("primary") if s.get("primary") not in (None, f"{name}-0") else None)(
-                status(cluster, namespace, name)
-            ),
-            timeout=90,
-        )
-        first_new = wait_for(
-            f"a write acknowledged by {new}",
-            lambda: service.first_after(began, old_address, from_node=True),
-            timeout=30,
-        )
-    finally:
-        os.kill(kubelet, signal.SIGCONT)
-    local.kill()
-    acknowledged = [line.split() for line in lines if line.startswith("ok ")]
-    last_old = max(float(fields[1]) for fields in acknowledged)
+            first_new = wait_for(
+                f"a write acknowledged by {new}",
+                lambda: service.first_after(began, old_address, from_node=True),
+                timeout=30,
+            )
+    local.stop()
+    last_old = local.acknowledged()[-1]
     # The old primary refused writes within its deadline (fenceSeconds 6, counted from its last confirmation
     # before the cut; then a fast shutdown, and an immediate one 3 s later as its walsenders wait for replicas
     # it cannot reach), and nothing it acknowledged came after a write of the new one.
@@ -325,29 +305,16 @@ def api_server_away_stops_no_primary(cluster, namespace: str, primary: str) -> N
     """The API server stopped for 30 s (SIGSTOP: every request to it hangs, as in a control-plane restart):
     no primary can renew its lease, and its replicas, whose reads fail too, vouch for it. It keeps serving: a
     client beside it has writes acknowledged throughout."""
-    api_server = int((cluster.kubeconfig.parent / "state" / "pids" / "kube-apiserver.pid").read_text())
     postmaster = postgres_pid(cluster, namespace, primary)
-    local = subprocess.Popen(
-        ["nsenter", "-t", str(postmaster), "-m", "-n", "--", "/bin/sh", "-c", LOCAL_WRITER],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(local.stdout.readline, "")), daemon=True).start()
-    wait_for("the local client writing", lambda: any(line.startswith("ok ") for line in lines), timeout=30)
-    os.kill(api_server, signal.SIGSTOP)
-    began = time.time()
-    try:
+    local = LocalWriter(postmaster)
+    with stopped(cluster_pid(cluster, "kube-apiserver")):
+        began = time.time()
         time.sleep(30)
-    finally:
-        os.kill(api_server, signal.SIGCONT)
     ended = time.time()
     time.sleep(2)
-    local.kill()
+    local.stop()
     assert os.path.exists(f"/proc/{postmaster}"), "the primary stopped while the API server was away"
-    acknowledged = sorted(float(line.split()[1]) for line in lines if line.startswith("ok "))
-    during = [at for at in acknowledged if began < at < ended]
+    during = [at for at in local.acknowledged() if began < at < ended]
     gaps = [later - earlier for earlier, later in zip([began, *during], [*during, ended], strict=True)]
     assert during and max(gaps) < 3, f"{len(during)} writes while the API server was away, longest gap {max(gaps):.1f}s"
 

@@ -306,12 +306,13 @@ HBA
 # container, says so in LEASE_STATE_DIR/state): one that stopped because it could
 # not confirm it waits here until it does, or until the record names another
 # primary (the pod is then made again as a replica). "absent": no lease (the
-# chart without the operator), nothing to wait for.
+# chart without the operator), nothing to wait for; "unsupported": an image
+# whose perl has no HTTPS, the lease cannot be read (nothing is fenced).
 if [ "$ROLE" = primary ] && [ -n "${LEASE_STATE_DIR:-}" ]; then
   waited=0
   while :; do
     state="$(cat "$LEASE_STATE_DIR/state" 2>/dev/null || echo starting)"
-    case "$state" in held | absent) break ;; esac
+    case "$state" in held | absent) break ;; unsupported*) echo "entrypoint: $state"; break ;; esac
     if [ $((waited % 10)) -eq 0 ]; then
       echo "entrypoint: waiting for the primary lease before serving (lease.pl says: $state)"
     fi

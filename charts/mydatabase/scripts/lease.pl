@@ -16,7 +16,8 @@
 #
 # What it writes for the others, in STATE_DIR:
 #   state   held (the lease names this pod and was renewed), follower (it names another pod),
-#           absent (no lease: the chart alone, nothing to fence), unconfirmed, fenced <why>, starting
+#           absent (no lease: the chart alone, nothing to fence), unconfirmed, fenced <why>, starting,
+#           unsupported <why> (an image without HTTPS for perl: nothing is fenced)
 #   api     ok or failed: how the last request to the API server went (probe.pl's /peer reads it)
 #   holder  the pod the lease named at the last answer, read_at when that was (seconds since the epoch)
 # Only modules of Debian's perl and IO::Socket::SSL (libio-socket-ssl-perl) for HTTPS.
@@ -65,6 +66,8 @@ sub state_is {
     $written{$name} = $text;
 }
 
+my $API_CLIENT;
+
 sub api {
     my ($method, $body) = @_;
     my ($token, $namespace) = map { slurp("$ACCOUNT/$_") } qw(token namespace);
@@ -73,8 +76,11 @@ sub api {
     $host = "[$host]" if $host =~ /:/;
     my $url = "https://$host:" . ($ENV{KUBERNETES_SERVICE_PORT} || 443)
         . "/apis/coordination.k8s.io/v1/namespaces/$namespace/leases/$LEASE";
-    my $http = HTTP::Tiny->new(timeout => $API_SECONDS, verify_SSL => 1,
-                               SSL_options => {SSL_ca_file => "$ACCOUNT/ca.crt"});
+    # One client for the process: its connection is kept between requests (a TLS handshake each 2 s would
+    # be most of this script's CPU, and the API server's for it).
+    $API_CLIENT //= HTTP::Tiny->new(timeout => $API_SECONDS, verify_SSL => 1, keep_alive => 1,
+                                    SSL_options => {SSL_ca_file => "$ACCOUNT/ca.crt"});
+    my $http = $API_CLIENT;
     my %headers = (Authorization => "Bearer $token", Accept => 'application/json');
     my %options = (headers => \%headers);
     if (defined $body) {
@@ -169,6 +175,13 @@ sub run {
     mkdir $STATE_DIR;
     %written = ();
     state_is('state', 'starting');
+    unless (HTTP::Tiny->can_ssl) {
+        # An image without IO::Socket::SSL: no lease can be read, so none is kept (the server serves as
+        # without the operator), and the log says so once.
+        my (undef, $why) = HTTP::Tiny->can_ssl;
+        state_is('state', "unsupported: no HTTPS in this image's perl (libio-socket-ssl-perl): $why");
+        sleep 3600 while 1;
+    }
     $SIG{$_} = sub { exit 0 } for qw(TERM INT QUIT);
     my ($holding, $confirmed, $next, $members, $down_since) = (0, now(), 0, '', undef);
     while (1) {
