@@ -18,6 +18,11 @@ def refused(error: BaseException) -> bool:
     return isinstance(error, ApiException) and 400 <= (error.status or 0) < 500
 
 
+def conflict(error: BaseException) -> bool:
+    """The API refused a write made over an older resourceVersion (409): read again, then write."""
+    return isinstance(error, ApiException) and error.status == 409
+
+
 def failure_reason(error: BaseException) -> str:
     """ "Api409" for a refusal with its status, "ApiUnreachable" for anything else."""
     return f"Api{error.status}" if isinstance(error, ApiException) else "ApiUnreachable"

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import names
-from ..cluster.failures import API_FAILURES, failure_detail
+from ..cluster.failures import API_FAILURES, conflict, failure_detail
 from ..desired.lease import lease_body
 from ..desired.record import record_configmap
 from ..instances import commands
@@ -171,17 +171,27 @@ class Pass:
         )
 
     async def keep_lease(self, action: KeepLease) -> None:
-        """Write the lease over the one this pass read (a renewal since makes the API refuse it: the next pass
-        reads it again). A new holder: the old one stops its server once it sees it, or cannot renew."""
+        """Write the lease over the one this pass read; renewed since (the API refuses it, 409), read again and
+        written once more. A new holder: the old one stops its server once it sees it, or cannot renew."""
         known = self.lease.facts if self.lease is not None else None
         now = datetime.now(UTC)
-        body = lease_body(
-            self.namespace, self.name, action.holder, action.members, now, known.resource_version if known else ""
-        )
-        version = await self.api.write_lease(body)
+        try:
+            version = await self.write_lease(action, known, now)
+        except API_FAILURES as error:
+            if not conflict(error):
+                raise
+            await self.read_lease(self.lease_members)
+            known = self.lease.facts if self.lease is not None else None
+            version = await self.write_lease(action, known, now)
         self.lease = self.watch.lease = seen(self.lease, LeaseFacts(action.holder, action.members, version), now)
         if known is None or known.holder != action.holder:
             log.info("%s/%s: the primary lease names %s", self.namespace, self.name, action.holder)
+
+    async def write_lease(self, action: KeepLease, known: LeaseFacts | None, now: datetime) -> str:
+        version = known.resource_version if known else ""
+        return await self.api.write_lease(
+            lease_body(self.namespace, self.name, action.holder, action.members, now, version)
+        )
 
     async def promote(self, pod: str, why: str = "") -> bool:
         promoted = await self.servers.command(self.pods, pod, "promote it", commands.promote)
