@@ -144,7 +144,9 @@ def test_network_policy_selects_the_database_and_admits_its_own_pods(cluster, op
     backup_pods = [name for name in governed if name.startswith(("guarded-manual-", "guarded-backup-"))]
     # The archive's pod too: it has no PostgreSQL port either, and reaches the primary as a peer.
     assert set(governed) == {"guarded-0", "guarded-1", "guarded-wal-0", *backup_pods} and backup_pods, sorted(governed)
-    [rule] = policy["ingress"]
+    # The second rule: the database's own pods to the probe port (the primary lease's peers, lease.pl).
+    [rule, peers] = policy["ingress"]
+    assert peers["ports"] == [{"port": "probe", "protocol": "TCP"}] and peers["from"] == [rule["from"][0]]
     [port] = rule["ports"]
     for name, pod in governed.items():
         named = {p.get("name") for c in pod["spec"]["containers"] for p in c.get("ports", [])}

@@ -63,6 +63,11 @@ NAMESPACED_RIGHTS = {
     "pods": {"get", "list", "watch", "patch", "delete"},
     "endpointslices.discovery.k8s.io": {"list", "watch"},
     "secrets": {"get", "create", "update", "delete"},
+    # The primary lease: the operator keeps it, and gives each database's pods the rights to read and renew it.
+    "leases.coordination.k8s.io": {"get", "create", "update", "delete"},
+    "serviceaccounts": ALL,
+    "roles.rbac.authorization.k8s.io": ALL,
+    "rolebindings.rbac.authorization.k8s.io": ALL,
 }
 # Cluster-scoped, whatever the mode: kopf reads the CRD it serves; StorageClasses
 # say whether data claims can grow; with leaderElection.enabled (both installs here),
@@ -76,6 +81,15 @@ CLUSTER_RIGHTS = {
 }
 # In the release namespace, with leaderElection.enabled: its own Lease, and the cluster-wide list.
 LEASE_RIGHTS = {"leases.coordination.k8s.io": {"get", "list", "create", "update"}}
+
+
+def rights(*parts: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The union of PARTS, verb sets of the same resource merged (as `can-i --list` shows them)."""
+    merged: dict[str, set[str]] = {}
+    for part in parts:
+        for resource, verbs in part.items():
+            merged[resource] = merged.get(resource, set()) | verbs
+    return merged
 
 
 @dataclass(frozen=True)
@@ -266,9 +280,9 @@ def test_cluster_wide_rights_are_exactly_the_expected_set(cluster, cluster_wide,
     """In any namespace the ServiceAccount has exactly the operator's rights beyond
     the defaults (no more, no less, no non-resource URL); in its own namespace
     also the Lease rights of leader election."""
-    assert granted(cluster, cluster_wide, "default", no_rights_user) == {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS}
-    assert granted(cluster, cluster_wide, cluster_wide.namespace, no_rights_user) == {
-        **CLUSTER_RIGHTS, **NAMESPACED_RIGHTS, **LEASE_RIGHTS}
+    assert granted(cluster, cluster_wide, "default", no_rights_user) == rights(CLUSTER_RIGHTS, NAMESPACED_RIGHTS)
+    assert granted(cluster, cluster_wide, cluster_wide.namespace, no_rights_user) == rights(
+        CLUSTER_RIGHTS, NAMESPACED_RIGHTS, LEASE_RIGHTS)
     user = cluster_wide.user
     assert can_i(cluster, user, "list", "mydatabases.myapp.example.com", "--all-namespaces")
     assert not can_i(cluster, user, "list", "secrets", "--all-namespaces")
@@ -296,10 +310,10 @@ def test_namespaced_rights_only_in_watched_namespaces(cluster, namespaced, no_ri
     in c it has nothing but the cluster-scope reads, in its own namespace those and its Lease."""
     install, other = namespaced
     for namespace in install.watch:
-        assert granted(cluster, install, namespace, no_rights_user) == {**CLUSTER_RIGHTS, **NAMESPACED_RIGHTS}, \
+        assert granted(cluster, install, namespace, no_rights_user) == rights(CLUSTER_RIGHTS, NAMESPACED_RIGHTS), \
             namespace
     assert granted(cluster, install, other, no_rights_user) == CLUSTER_RIGHTS
-    assert granted(cluster, install, install.namespace, no_rights_user) == {**CLUSTER_RIGHTS, **LEASE_RIGHTS}
+    assert granted(cluster, install, install.namespace, no_rights_user) == rights(CLUSTER_RIGHTS, LEASE_RIGHTS)
     user = install.user
     for verb in ("get", "list", "watch", "patch", "update"):
         for namespace in install.watch:

@@ -77,7 +77,17 @@ RESTART_GRACE_SECONDS = 150.0
 
 
 def plan(members: Members) -> Plan:
-    """The next actions for the database's primary, in order."""
+    """The next actions for the database's primary, in order. The primary lease follows the record first,
+    whatever else happens: a primary whose server waits for the lease (a switchover aborted, a restart) would
+    otherwise wait for ever, and one the record no longer names stops once the lease says so."""
+    decided = decide(members)
+    keep = lease_kept(members, members.primary)
+    if not keep or any(isinstance(action, RecordPrimary) for action in decided.actions):
+        return decided  # a new record: the next look names its primary
+    return dataclasses.replace(decided, actions=(*keep, *decided.actions))
+
+
+def decide(members: Members) -> Plan:
     if members.record is None:
         rebuilt = rebuilt_record(members)
         if rebuilt is not None:
@@ -117,7 +127,6 @@ def steady(members: Members) -> Plan:
             repoints.append(Repoint(name, with_value(facts.conninfo, "host", host)))
     # The slots first: a replica pointed at a new primary streams through its slot there.
     actions += slot_actions(members) + repoints + rejoin_restarts(members)
-    actions += lease_kept(members, target)
     record, facts = members.record, members.facts(target)
     if record is not None and not record.promoted_at and facts is not None:
         actions.append(RecordPrimary(dataclasses.replace(record, promoted_at=rfc3339(members.now))))
@@ -245,8 +254,6 @@ def promotion(members: Members) -> Plan:
         elif not stopped(members, other):
             waiting.append(name)
     moving = f"{'failing' if failover else 'switching'} over from {record.previous if record else '?'} to {target}"
-    # The lease names the target first: the old primary, if it runs, stops once it sees it or cannot renew.
-    actions = lease_kept(members, target) + actions
     if waiting:
         if failover:
             actions += detached(members, target)
