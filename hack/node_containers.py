@@ -211,14 +211,29 @@ def terminate_containers(grace: float) -> None:
     backends, which get it too, are gone), and wait up to GRACE seconds for them. The shims stay until the
     containers are gone: they carry the containers' output to the logs, and a shim that ends takes its
     container with it. Those still running at the end are named: `kill_containers` ends them."""
-    for pid in our_processes(shims=False):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while (running := our_processes(shims=False)) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    # The pods' pause processes last: in a pod that shares one process namespace (the database's) the pause
+    # process is its init, and the kernel kills every other process of it the moment it ends.
+    for sandboxes in (False, True):
+        for pid in our_processes(shims=False):
+            if is_pause(pid) == sandboxes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+        while (running := [p for p in our_processes(shims=False) if sandboxes or not is_pause(p)]) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
+    running = our_processes(shims=False)
     if running:
         log(f"still running {grace:.0f} s after SIGTERM, to be killed: {'; '.join(map(describe, running))}")
+
+
+def is_pause(pid: int) -> bool:
+    """The process is a pod's sandbox (the pause image's /pause)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == b"/pause"
+    except OSError:
+        return False
 
 
 def describe(pid: int) -> str:

@@ -12,6 +12,7 @@ import datetime
 import ipaddress
 import json
 import os
+import signal
 import ssl
 import subprocess
 import threading
@@ -134,7 +135,10 @@ class Pod:
 
     def __init__(self, root: Path, port: int, probe_port: int = 1) -> None:
         self.state = root / "lease"
-        self.postmaster = subprocess.Popen(["sleep", "600"])
+        # SIGINT as PostgreSQL takes it (its own handler): a process started in the background of a shell (make
+        # test's) would inherit it ignored.
+        default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+        self.postmaster = subprocess.Popen(["sleep", "600"], preexec_fn=default_sigint)
         sockets = root / "run"
         sockets.mkdir()
         (sockets / ".s.PGSQL.5432.lock").write_text(f"{self.postmaster.pid}\n/data\n")
