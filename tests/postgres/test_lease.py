@@ -146,8 +146,10 @@ class Pod:
                "LEASE_RENEW_SECONDS": "1", "LEASE_FENCE_SECONDS": str(FENCE_SECONDS),
                "LEASE_STATE_DIR": str(self.state), "SERVICE_ACCOUNT_DIR": str(root / "account"),
                "SOCKET_DIR": str(sockets), "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-               "KUBERNETES_SERVICE_PORT": str(port), "PEER_DOMAIN": "unused.invalid",
+               "KUBERNETES_SERVICE_PORT": str(port), "PEER_DOMAIN": "unused.invalid", "PGDATA": str(root / "pgdata"),
                "PROBE_PORT": str(probe_port)}
+        self.pgdata = root / "pgdata"
+        self.pgdata.mkdir()
         self.log = root / "lease.log"
         with self.log.open("w") as out:
             self.process = subprocess.Popen(["perl", str(SCRIPT)], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -261,3 +263,16 @@ def test_a_holder_the_api_server_does_not_answer_goes_on_while_every_other_membe
     refused = time.monotonic()
     assert eventually(lambda: not pod.server_running(), timeout=FENCE_SECONDS + 3), pod.log.read_text()
     assert time.monotonic() - refused <= FENCE_SECONDS + 1
+
+
+def test_a_standby_the_lease_named_and_no_longer_names_goes_on(cluster):
+    """A switchover's target, named while still a standby, then not (the switchover aborted): it never took a
+    write, so its server goes on as it is, a replica again."""
+    api, pod = cluster
+    (pod.pgdata / "standby.signal").write_text("")
+    api.name("db-0")
+    assert eventually(lambda: pod.said() == "held"), pod.log.read_text()
+    api.name("db-1")
+    assert eventually(lambda: pod.said() == "follower"), pod.log.read_text()
+    time.sleep(1)
+    assert pod.server_running(), pod.log.read_text()

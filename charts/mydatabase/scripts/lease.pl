@@ -37,6 +37,7 @@ my $STATE_DIR = $ENV{LEASE_STATE_DIR} || '/var/run/mydb-lease';
 my $ACCOUNT = $ENV{SERVICE_ACCOUNT_DIR} || '/var/run/secrets/kubernetes.io/serviceaccount';
 my $LOCK = ($ENV{SOCKET_DIR} || '/var/run/postgresql') . '/.s.PGSQL.' . ($ENV{PGPORT} || 5432) . '.lock';
 my $PEER_DOMAIN = $ENV{PEER_DOMAIN} || '';
+my $DATA = $ENV{PGDATA} || '/var/lib/postgresql/data/pgdata';
 my $PROBE_PORT = $ENV{PROBE_PORT} || 8008;
 my $API_SECONDS = 1;      # one request to the API server
 my $PEER_SECONDS = 0.5;   # one question to a peer
@@ -152,8 +153,12 @@ sub peers_vouch {
 # replicas that a cut-off primary cannot reach, so an immediate one (SIGQUIT) follows after QUIT_SECONDS.
 my ($signalled, $signalled_at, $quit) = (0, 0, 0);
 
+# A standby takes no writes: one named and then not (a switchover aborted) goes on as it is.
+sub takes_writes { return !-e "$DATA/standby.signal" }
+
 sub stop_server {
     my ($why) = @_;
+    return unless takes_writes();
     state_is('state', "fenced $why");
     my $pid = (split /\n/, slurp($LOCK) // '')[0];
     unless ($pid && $pid =~ /^\d+$/ && kill(0, $pid)) {
