@@ -1,4 +1,5 @@
-"""A node that stops answering and comes back, on the real node.
+"""A node that stops answering and comes back, a primary cut off for good, and the API server away, on the
+real node.
 
 The node's kubelet is stopped (SIGSTOP) for longer than the node controller's
 grace, and for the same time the host, where the operator runs, cannot reach
@@ -13,8 +14,10 @@ before the blip. Neither may fail over, on the blip or on the return (the
 operator once failed a healthy primary over to a replica 1 GB behind the
 moment the node came back, and deleted the only copy of 868 acknowledged
 commits); every acknowledged row must be on the primary at the end, and on
-the replicas once they caught up. A serial test: the kubelet of the one real
-node stops.
+the replicas once they caught up. Then `current`'s primary is cut off for
+good, with its kubelet stopped (it must stop itself before a replica is
+promoted), and the API server stops for 30 s (no primary may stop). A serial
+test: the kubelet of the one real node stops.
 """
 
 from __future__ import annotations
@@ -160,6 +163,8 @@ def test_a_node_that_stops_answering_keeps_its_primaries_and_every_acknowledged_
     for name in DATABASES:
         direct = [w for w in made[f"{name}-direct"] if w.ok and out[0] < w.at < out[1]]
         assert direct, f"no write acknowledged directly by {name}-0 during the blip"
+    # The same node, cut off for good this time from current-0's side; then the API server away.
+    a_cut_off_primary_stops_taking_writes_before_a_replica_is_promoted(cluster, namespace, "current")
 
 
 def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) -> tuple[float, float]:
@@ -229,33 +234,22 @@ def replica_metrics(operator, namespace: str, database: str) -> dict[str, tuple[
     return {pod: (v.get("mydb_replica_lag_bytes", -1), v.get("mydb_replica_behind", -1)) for pod, v in found.items()}
 
 
-def test_a_primary_cut_off_from_everything_stops_taking_writes_before_a_replica_is_promoted(
-    cluster, real_operator, namespace
-):
-    """The primary's pod is cut off (its network drops everything but loopback: the kubelet's probes, the
-    operator, the API server, its replicas), then its node's kubelet stops, as for a node cut off from the
+def a_cut_off_primary_stops_taking_writes_before_a_replica_is_promoted(cluster, namespace: str, name: str) -> None:
+    """NAME-0, its primary, is cut off (its pod's network drops everything but loopback: the kubelet's probes,
+    the operator, the API server, its replicas), then its node's kubelet stops, as for a node cut off from the
     control plane: the kubelet can never confirm the old primary was killed. A client on the node keeps writing
     to the old primary over its unix socket. The old primary stops its own server once it cannot confirm the
     primary lease (lease.pl, within fenceSeconds of the cut), and the operator promotes a replica only after
-    the lease stood still longer than that: no row is acknowledged by the old primary once the new one takes
+    the lease named it longer than that: no row is acknowledged by the old primary once the new one takes
     writes (48 were, before the lease)."""
-    name = "cutoff"
-    body = {
-        "apiVersion": "myapp.example.com/v1",
-        "kind": "MyDatabase",
-        "metadata": {"name": name},
-        "spec": {"version": "15.2", "storage": "1Gi", "replicas": 3},
-    }
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
-    wait_ready(cluster, namespace, name, timeout=300)
-    wait_streaming(cluster, namespace, f"{name}-0", 2)
-    wait_for("the lease naming cutoff-0", lambda: lease_holder(cluster, namespace, name) == f"{name}-0", timeout=30)
+    wait_streaming(cluster, namespace, f"{name}-0", 2, timeout=120)
+    wait_for(f"the lease naming {name}-0", lambda: lease_holder(cluster, namespace, name) == f"{name}-0", timeout=30)
     service = Writer(cluster, namespace, name, f"{name}-service", pause=0.1)
     old_address = pod_ip(cluster, namespace, f"{name}-0")
     postmaster = postgres_pid(cluster, namespace, f"{name}-0")
     local = LocalWriter(postmaster)
     with cut_off(postmaster) as began:
-        wait_for("cutoff-0 not ready in the API", lambda: not pod_ready(cluster, namespace, f"{name}-0"), timeout=30)
+        wait_for(f"{name}-0 not ready in the API", lambda: not pod_ready(cluster, namespace, f"{name}-0"), timeout=30)
         with stopped(cluster_pid(cluster, "kubelet")):
             try:
                 stopped_at = wait_for(

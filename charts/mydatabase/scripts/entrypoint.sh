@@ -313,10 +313,11 @@ if [ "$ROLE" = primary ] && [ -n "${LEASE_STATE_DIR:-}" ]; then
   while :; do
     state="$(cat "$LEASE_STATE_DIR/state" 2>/dev/null || echo starting)"
     case "$state" in held | absent) break ;; unsupported*) echo "entrypoint: $state"; break ;; esac
-    if [ $((waited % 10)) -eq 0 ]; then
+    if [ $((waited % 50)) -eq 0 ]; then
       echo "entrypoint: waiting for the primary lease before serving (lease.pl says: $state)"
     fi
-    sleep 1
+    # lease.pl renews within a second of its start: every primary's start waits for it, so a short poll.
+    sleep 0.2
     waited=$((waited + 1))
   done
 fi
