@@ -336,7 +336,7 @@ def test_defaults_render_with_only_secret_name(render):
         ("ServiceAccount", "db-primary"), ("Role", "db-primary"), ("RoleBinding", "db-primary"),
     ])
     assert out.get("Role", "db-primary")["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                                                        "resourceNames": ["db-primary"], "verbs": ["get", "update"]}]
+                                                        "resourceNames": ["db-primary"], "verbs": ["get", "patch"]}]
     assert out.get("StatefulSet", "db")["spec"]["replicas"] == 1
     assert all(d["metadata"]["namespace"] == "team-a" for d in out.docs)
 

@@ -45,7 +45,9 @@ class FakeApi:
 
     def name(self, holder: str) -> None:
         version = int((self.lease or {}).get("metadata", {}).get("resourceVersion", "0")) + 1
-        self.lease = {"metadata": {"name": "db-primary", "resourceVersion": str(version),
+        # managedFields as an API server sends them: their keys name the same fields, and must not be read.
+        managed = [{"manager": "mydb-operator", "fieldsV1": {"f:spec": {"f:holderIdentity": {}}}}]
+        self.lease = {"metadata": {"name": "db-primary", "resourceVersion": str(version), "managedFields": managed,
                                    "annotations": {"myapp.example.com/members": self.members}},
                       "spec": {"holderIdentity": holder}}
 
@@ -72,17 +74,19 @@ def handler_for(api: FakeApi) -> type[BaseHTTPRequestHandler]:
             else:
                 self.answer(200, api.lease)
 
-        def do_PUT(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        def do_PATCH(self) -> None:
+            """A merge patch of the renewal time, with the resourceVersion read as its precondition."""
+            assert self.headers["Content-Type"] == "application/merge-patch+json"
+            patch = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if api.down:
                 self.answer(503, {})
-            elif api.lease is None or body["metadata"]["resourceVersion"] != api.lease["metadata"]["resourceVersion"]:
+            elif api.lease is None or patch["metadata"]["resourceVersion"] != api.lease["metadata"]["resourceVersion"]:
                 self.answer(409, {"kind": "Status", "code": 409})
             else:
                 api.renewals += 1
-                body["metadata"]["resourceVersion"] = str(int(body["metadata"]["resourceVersion"]) + 1)
-                api.lease = body
-                self.answer(200, body)
+                api.lease["spec"].update(patch["spec"])
+                api.lease["metadata"]["resourceVersion"] = str(int(patch["metadata"]["resourceVersion"]) + 1)
+                self.answer(200, api.lease)
 
     return Handler
 
