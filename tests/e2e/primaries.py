@@ -44,11 +44,16 @@ def postgres_pid(cluster, namespace: str, pod: str) -> int:
     execs it), the one whose parent is outside the container. Not PID 1: the pod shares one process namespace
     (the probe container's lease.pl signals the postmaster), whose PID 1 is the pod's pause process."""
     pids = container_pids(cluster, namespace, pod)
-    return next(host for host in pids if parent_pid(host) not in pids)
+    parents = {pid: parent_pid(pid) for pid in pids}
+    return next(pid for pid, parent in parents.items() if parent is not None and parent not in pids)
 
 
-def parent_pid(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+def parent_pid(pid: int) -> int | None:
+    """Its parent's PID; None once it is gone (a backend that ended meanwhile)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
     return int(next(line for line in status if line.startswith("PPid:")).split()[1])
 
 
