@@ -46,7 +46,7 @@ NAMESPACED_RIGHTS = {
     ("", "secrets"): {"get", "create", "update", "delete"},
     # The primary lease: the operator's own (by name), and the ServiceAccount, Role and RoleBinding the chart gives
     # each database's pods to read and renew it (Kubernetes lets it grant only what it holds itself).
-    ("coordination.k8s.io", "leases"): {"get", "create", "update", "delete"},
+    ("coordination.k8s.io", "leases"): {"get", "create", "update", "patch", "delete"},
     ("", "serviceaccounts"): ALL,
     ("rbac.authorization.k8s.io", "roles"): ALL,
     ("rbac.authorization.k8s.io", "rolebindings"): ALL,
@@ -192,7 +192,7 @@ def test_leader_election_role_and_flags(render):
     off = render({"leaderElection": {"enabled": False}})
     assert not off.kinds("Role")
     # Cluster-wide, the Leases it may touch are the databases' primary leases alone: no list for an overlap check.
-    assert rights(off.one("ClusterRole"))[("coordination.k8s.io", "leases")] == {"get", "create", "update", "delete"}
+    assert rights(off.one("ClusterRole"))[("coordination.k8s.io", "leases")] == {"get", "create", "update", "patch", "delete"}
     assert [a for a in deployment_container(off)["args"] if a.startswith("--leader")] == ["--leader-elect=false"]
     assert off.one("Deployment")["spec"]["strategy"] == {"type": "Recreate"}
     out = render({"leaderElection": {"enabled": True, "leaseSeconds": 20}, "watchNamespaces": ["team-a"]})

@@ -64,7 +64,7 @@ NAMESPACED_RIGHTS = {
     "endpointslices.discovery.k8s.io": {"list", "watch"},
     "secrets": {"get", "create", "update", "delete"},
     # The primary lease: the operator keeps it, and gives each database's pods the rights to read and renew it.
-    "leases.coordination.k8s.io": {"get", "create", "update", "delete"},
+    "leases.coordination.k8s.io": {"get", "create", "update", "patch", "delete"},
     "serviceaccounts": ALL,
     "roles.rbac.authorization.k8s.io": ALL,
     "rolebindings.rbac.authorization.k8s.io": ALL,

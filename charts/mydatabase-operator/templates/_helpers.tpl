@@ -87,7 +87,7 @@ app.kubernetes.io/part-of: mydatabase-operator
 # alone (Kubernetes lets the operator grant only rights it holds itself).
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update, delete]
+  verbs: [get, create, update, patch, delete]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, list, watch, create, update, patch, delete]
