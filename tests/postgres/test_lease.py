@@ -40,6 +40,7 @@ class FakeApi:
         self.members = "db-0,db-1"
         self.lease: dict | None = None
         self.down = False
+        self.hangs = False  # every request answered only after 3 s (lease.pl gives up after 1)
         self.renewals = 0
         self.tokens: list[str] = []
 
@@ -67,7 +68,9 @@ def handler_for(api: FakeApi) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             api.tokens.append(self.headers.get("Authorization", ""))
-            if api.down:
+            if api.hangs:
+                time.sleep(3)
+            if api.down or api.hangs:
                 self.answer(503, {})
             elif self.path != LEASE or api.lease is None:
                 self.answer(404, {"kind": "Status", "code": 404})
@@ -280,3 +283,15 @@ def test_a_standby_the_lease_named_and_no_longer_names_goes_on(cluster):
     assert eventually(lambda: pod.said() == "follower"), pod.log.read_text()
     time.sleep(1)
     assert pod.server_running(), pod.log.read_text()
+
+
+def test_an_api_server_that_hangs_does_not_delay_the_deadline(cluster):
+    """Requests that time out (1 s each) and a peers' round (1.5 s) block lease.pl's loop: the server still
+    stops at the deadline, not after them."""
+    api, pod = cluster
+    api.name("db-0")
+    assert eventually(lambda: pod.said() == "held" and api.renewals >= 2), pod.log.read_text()
+    api.hangs = True
+    cut = time.monotonic()
+    assert eventually(lambda: not pod.server_running(), timeout=FENCE_SECONDS + 3), pod.log.read_text()
+    assert time.monotonic() - cut <= FENCE_SECONDS + 0.5, pod.log.read_text()

@@ -197,7 +197,19 @@ sub run {
     }
     $SIG{$_} = sub { exit 0 } for qw(TERM INT QUIT);
     my ($holding, $confirmed, $next, $members, $down_since) = (0, now(), 0, '', undef);
+    # The deadline as a timer too: a renewal and the peers' round can block this loop for 3 s and more (their
+    # timeouts), and the server must stop at the deadline, not after them.
+    $SIG{ALRM} = sub {
+        stop_server(sprintf('the lease was not confirmed for %.1f s', now() - $confirmed))
+            if $holding && now() - $confirmed >= $FENCE;
+    };
     while (1) {
+        if ($holding) {
+            my $left = $confirmed + $FENCE - now();
+            Time::HiRes::alarm($left > 0.01 ? $left : 0.01);
+        } else {
+            Time::HiRes::alarm(0);
+        }
         my $start = now();
         if ($start >= $next) {
             $next = $start + $RENEW;
