@@ -45,11 +45,15 @@ from .setup import bin_dir
 
 SEED = REPO / "examples" / "production-db.yaml"
 PLATFORM = REPO / "examples" / "platform-local-node.yaml"
+HOST_IP = "198.18.128.1"  # the host on the real nodes' bridge (hack/node_layout.py)
 
 
 def platform_config(registry: str, folder: Path) -> Path:
+    """The real nodes' platform config, pointed at REGISTRY. The operator runs on the host: its address on the
+    nodes' bridge is no node's own, so the databases' NetworkPolicy admits it by name."""
     config = yaml.safe_load(PLATFORM.read_text())
     config["values"]["image"]["registry"] = registry
+    config["values"]["networkPolicy"] = {"operator": [{"ipBlock": {"cidr": f"{HOST_IP}/32"}}]}
     path = folder / "platform.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

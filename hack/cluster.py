@@ -2,8 +2,9 @@
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (which
 simulates three nodes, their pods and volumes) are started from the binaries
-that hack/build-tools.sh builds; hack/node.py adds one real node beside them
-(containerd, kubelet, kube-proxy, CoreDNS, a loopback registry), and
+that hack/build-tools.sh builds; hack/node.py adds real nodes beside them
+(each a network namespace with containerd, kubelet, kube-proxy and kube-router; CoreDNS and a registry on the
+host), and
 hack/volume_agent.py gives volumes real folders.
 
     python3 hack/cluster.py up        # idempotent: a healthy cluster is left alone, a stopped one resumes
@@ -13,13 +14,14 @@ hack/volume_agent.py gives volumes real folders.
     python3 hack/cluster.py real-node-owner   # which other running cluster has the real node, if any
     python3 hack/cluster.py leftovers # what of the real node is still on this host (none after down)
     python3 hack/cluster.py restart-apiserver   # for reconnection tests
+    python3 hack/cluster.py node lose|freeze|cut|drain|back N   # a fault on real node N (1-3, or its name)
     python3 hack/cluster.py sa-kubeconfig -n NS -s SA -o FILE
 
 Clusters are told apart by MYDB_CLUSTER_DIR (default .cluster) and
 MYDB_CLUSTER_PORT_BASE (default 16400); the tests use their own (.cluster/tests,
-16500). The real node's network is the host's, so only one running cluster has
-it; `up` refuses while another one does, naming it. MYDB_REAL_NODE=0 leaves
-the real node out (a second cluster beside the first).
+16500). The real nodes' network is the host's, so only one running cluster has
+them; `up` refuses while another one does, naming it. MYDB_REAL_NODE=0 leaves
+the real nodes out (a second cluster beside the first); MYDB_REAL_NODES=N runs N of them (3 by default).
 Only the standard library is used so that this runs before any venv exists.
 """
 
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import node
+import node_policies
 from harness import (
     ADMIN_KUBECONFIG,
     HACK_DIR,
@@ -79,7 +82,7 @@ OPERATOR = "mydb-operator"  # started by `make demo`; stopped with the cluster
 
 
 def components() -> list[str]:
-    return CONTROL_PLANE + (node.COMPONENTS if node.enabled() else [])
+    return CONTROL_PLANE + (node.components() if node.enabled() else [])
 
 
 def bin_dir() -> Path:
@@ -116,7 +119,7 @@ def make_pki() -> None:
         [
             "IP:127.0.0.1",
             f"IP:{SERVICE_FIRST_IP}",
-            f"IP:{node.NODE_IP}",
+            f"IP:{node.HOST_IP}",
             "DNS:localhost",
             "DNS:kubernetes",
             "DNS:kubernetes.default",
@@ -142,8 +145,8 @@ def b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def kubeconfig_yaml(user: str, credentials: dict[str, str]) -> str:
-    """A kubeconfig as JSON (which is valid YAML) for the local API server."""
+def kubeconfig_yaml(user: str, credentials: dict[str, str], api_host: str = "127.0.0.1") -> str:
+    """A kubeconfig as JSON (which is valid YAML) for the local API server, reached at API_HOST."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -151,7 +154,7 @@ def kubeconfig_yaml(user: str, credentials: dict[str, str]) -> str:
             {
                 "name": "mydb-local",
                 "cluster": {
-                    "server": f"https://127.0.0.1:{APISERVER_PORT}",
+                    "server": f"https://{api_host}:{APISERVER_PORT}",
                     "certificate-authority-data": b64(PKI_DIR / "ca.crt"),
                 },
             }
@@ -163,20 +166,22 @@ def kubeconfig_yaml(user: str, credentials: dict[str, str]) -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
-def cert_kubeconfig(name: str) -> str:
+def cert_kubeconfig(name: str, api_host: str = "127.0.0.1") -> str:
     return kubeconfig_yaml(
         name,
         {
             "client-certificate-data": b64(PKI_DIR / f"{name}.crt"),
             "client-key-data": b64(PKI_DIR / f"{name}.key"),
         },
+        api_host,
     )
 
 
-def kubeconfig_for(name: str) -> Path:
-    """A kubeconfig for the client certificate PKI_DIR/name.crt, written under the state folder."""
+def kubeconfig_for(name: str, api_host: str = "127.0.0.1") -> Path:
+    """A kubeconfig for the client certificate PKI_DIR/name.crt and the API server at API_HOST (the real
+    nodes reach it on the host's bridge address), written under the state folder."""
     path = STATE_DIR / f"{name}.kubeconfig"
-    path.write_text(cert_kubeconfig(name))
+    path.write_text(cert_kubeconfig(name, api_host))
     path.chmod(0o600)
     return path
 
@@ -213,10 +218,10 @@ def start_etcd(bins: Path) -> None:
 
 
 def start_apiserver(bins: Path) -> None:
-    # With a real node, pods reach the API server through the `kubernetes`
-    # Service, whose endpoint is the host's address on the pod bridge.
+    # With real nodes, pods reach the API server through the `kubernetes`
+    # Service, whose endpoint is the host's address on the nodes' bridge.
     if node.enabled():
-        listen = ["--bind-address=0.0.0.0", f"--advertise-address={node.NODE_IP}"]
+        listen = ["--bind-address=0.0.0.0", f"--advertise-address={node.HOST_IP}"]
     else:
         listen = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
     start(
@@ -471,7 +476,8 @@ def print_usage(bins: Path) -> None:
     print(f"export KUBECONFIG={ADMIN_KUBECONFIG}")
     print(f"export PATH={bins}:$PATH    # kubectl, helm, kwok of the pinned versions")
     if node.enabled():
-        print(f"# real node {node.NODE_NAME}: pods tolerate {node.NODE_LABEL}=true:NoSchedule; images: {node.REGISTRY}")
+        names = ", ".join(n.name for n in node.real_nodes())
+        print(f"# real nodes {names}: pods tolerate {node.NODE_LABEL}=true:NoSchedule; images: {node.REGISTRY}")
 
 
 def stop_processes(grace: float = 0, pause: bool = False) -> None:
@@ -532,6 +538,32 @@ def cmd_leftovers(_: argparse.Namespace) -> None:
     sys.exit(1 if found else 0)
 
 
+def cmd_node(args: argparse.Namespace) -> None:
+    """A fault on real node N (lose, freeze, cut, drain), or `back` to undo it."""
+    found = [n for n in node.real_nodes() if args.node in (str(n.index), n.name)]
+    if not found:
+        raise SystemExit(f"no real node {args.node}: {', '.join(n.name for n in node.real_nodes())}")
+    target = found[0]
+    current = node.fault(target)
+    if args.action != "back" and current:
+        raise SystemExit(f"{target.name} is {current} already: `node back {args.node}` first")
+    bins = bin_dir()
+
+    def admin(*words: str, stdin: str | None = None) -> str:
+        return kubectl(bins, *words, stdin=stdin)
+
+    if args.action == "lose":
+        node.lose(target)
+    elif args.action == "freeze":
+        node.freeze(target)
+    elif args.action == "cut":
+        node.cut_off(target)
+    elif args.action == "drain":
+        node.drain(target, admin)
+    else:
+        node.bring_back(target, node_policies.binary(), bins, admin)
+
+
 def cmd_sa_kubeconfig(args: argparse.Namespace) -> None:
     """Mint a kubeconfig for a ServiceAccount from the TokenRequest API."""
     bins = bin_dir()
@@ -554,6 +586,10 @@ def main() -> None:
     commands.add_parser("status").set_defaults(func=cmd_status)
     commands.add_parser("leftovers").set_defaults(func=cmd_leftovers)
     commands.add_parser("restart-apiserver").set_defaults(func=cmd_restart_apiserver)
+    fault = commands.add_parser("node")
+    fault.add_argument("action", choices=["lose", "freeze", "cut", "drain", "back"])
+    fault.add_argument("node", help="the real node's number (1, 2, ...) or name")
+    fault.set_defaults(func=cmd_node)
     sa = commands.add_parser("sa-kubeconfig")
     sa.add_argument("-n", "--namespace", required=True)
     sa.add_argument("-s", "--serviceaccount", required=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -139,14 +140,16 @@ def running_pid(name: str, pid_dir: Path = PID_DIR) -> int | None:
 
     A program is recognised by its executable's name, or, for a script, by
     the component name appearing in its arguments (mydb_operator.cli,
-    volume_agent.py)."""
+    volume_agent.py, registry-nodes.yaml). A real node's copy carries the node's number
+    (kubelet-2 runs kubelet)."""
     try:
         pid = int(pid_file(name, pid_dir).read_text())
         args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except (FileNotFoundError, ValueError, ProcessLookupError):
         return None
-    script = name.replace("-", "_")
-    ours = Path(args[0]).name == name or any(script in arg for arg in args[1:3])
+    program = re.sub(r"-\d+$", "", name)
+    script = program.replace("-", "_")
+    ours = Path(args[0]).name == program or any(script in arg or name in arg for arg in args[1:3])
     return pid if ours else None
 
 

@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""The real node's volumes: an XFS file per claim, loop-mounted, served as a `local` PersistentVolume.
+"""The real nodes' volumes: an XFS file per claim, loop-mounted, served as a `local` PersistentVolume.
 
 A claim of the StorageClass `local-xfs` (hack/storage.yaml: WaitForFirstConsumer, expansion allowed) that
-the scheduler placed on the real node (annotation volume.kubernetes.io/selected-node) gets, as a CSI
+the scheduler placed on a real node (annotation volume.kubernetes.io/selected-node) gets, as a CSI
 driver's provisioner and node plugin would give it:
 - a sparse file VOLUME_DIR/pvc-<claim uid>.xfs of the claim's size (at least XFS's smallest, 300 MiB),
   formatted XFS and loop-mounted on VOLUME_DIR/pvc-<claim uid>, whose root is writable by the pods;
-- a PersistentVolume pvc-<claim uid> whose `local.path` is that mount, with node affinity to the real
-  node: the kubelet reports the usage of `local` volumes (summary API, kubelet_volume_stats_*), never of
-  hostPath ones, and a full volume is really full.
+- a PersistentVolume pvc-<claim uid> whose `local.path` is that mount, with node affinity to the real node
+  the claim was placed on (the files are on this machine's disk; the affinity makes them that node's
+  local disk): the kubelet reports the usage of `local` volumes (summary API, kubelet_volume_stats_*),
+  never of hostPath ones, and a full volume is really full.
 A bound claim asking for more than its volume has is grown online, as an external resizer would: the file
 grows, the loop device re-reads its size, `xfs_growfs` grows the mounted filesystem, then the PV's
 capacity and the claim's status say so (the pods keep running). A Released PV of ours whose reclaim policy
 is Delete is unmounted, its file removed, and the PV deleted.
 
-    python3 hack/local_volumes.py --kubeconfig PATH --volume-dir DIR --node NAME
+    python3 hack/local_volumes.py --kubeconfig PATH --volume-dir DIR --node NAME [--node NAME ...]
 
 The node mounts every existing volume before its kubelet starts (mount_existing) and `down` unmounts them
 (node_containers.unmount_all: every mount under the state folder); a loop device mounted with `-o loop`
@@ -100,13 +101,13 @@ def volume_name(claim: Json) -> str:
     return f"pvc-{claim['metadata']['uid']}"
 
 
-def wants_volume(claim: Json, node: str) -> bool:
-    """A claim of ours, placed on this node by the scheduler, with no volume yet."""
+def wants_volume(claim: Json, nodes: frozenset[str]) -> bool:
+    """A claim of ours, placed on one of NODES by the scheduler, with no volume yet."""
     metadata, spec = claim.get("metadata") or {}, claim.get("spec") or {}
     annotations = metadata.get("annotations") or {}
     return (
         annotations.get(STORAGE_PROVISIONER) == PROVISIONER
-        and annotations.get(SELECTED_NODE) == node
+        and annotations.get(SELECTED_NODE) in nodes
         and not metadata.get("deletionTimestamp")
         and not spec.get("volumeName")
         and claim_request(claim) is not None
@@ -313,15 +314,15 @@ def send(server: Server, method: str, path: str, body: Json | None = None) -> in
 
 
 class Provisioner:
-    def __init__(self, server: Server, volume_dir: str, node: str) -> None:
-        self.server, self.volume_dir, self.node = server, volume_dir, node
+    def __init__(self, server: Server, volume_dir: str, nodes: frozenset[str]) -> None:
+        self.server, self.volume_dir, self.nodes = server, volume_dir, nodes
         self.claims: dict[str, Json] = {}  # uid -> claim
         self.pvs: dict[str, Json] = {}  # name -> PV
         self.listed: set[str] = set()  # the kinds listed at least once: orphans are judged only on both lists
         self.events: queue.Queue[tuple[str, str, Json | list[Json]]] = queue.Queue()
 
     def provision(self, claim: Json) -> None:
-        pv = persistent_volume(claim, self.node, self.volume_dir)
+        pv = persistent_volume(claim, claim["metadata"]["annotations"][SELECTED_NODE], self.volume_dir)
         name = pv["metadata"]["name"]
         make_volume(self.volume_dir, name, quantity_bytes(pv["spec"]["capacity"]["storage"]))
         if send(self.server, "POST", PVS_PATH, pv) != 409:
@@ -348,7 +349,7 @@ class Provisioner:
         self.pvs.pop(pv["metadata"]["name"], None)
 
     def settle_claim(self, claim: Json) -> None:
-        if wants_volume(claim, self.node) and volume_name(claim) not in self.pvs:
+        if wants_volume(claim, self.nodes) and volume_name(claim) not in self.pvs:
             self.provision(claim)
             return
         pv = self.pvs.get((claim.get("spec") or {}).get("volumeName") or "")
@@ -441,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--volume-dir", required=True)
-    parser.add_argument("--node", required=True)
+    parser.add_argument("--node", required=True, action="append", help="a node whose volumes this serves; repeated")
     args = parser.parse_args(argv)
 
     def stop(signum: int, _frame: FrameType | None) -> NoReturn:
@@ -452,8 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     volume_dir = os.path.abspath(args.volume_dir)
     try:
         mount_existing(volume_dir)
-        provisioner = Provisioner(server_from_kubeconfig(args.kubeconfig), volume_dir, args.node)
-        log(f"local volumes for node {args.node}: XFS files under {volume_dir}")
+        provisioner = Provisioner(server_from_kubeconfig(args.kubeconfig), volume_dir, frozenset(args.node))
+        log(f"local volumes for the nodes {', '.join(args.node)}: XFS files under {volume_dir}")
         provisioner.run()
     except Stop as reason:
         log(f"stopping ({reason})")

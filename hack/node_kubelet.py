@@ -1,5 +1,5 @@
-"""The real node's Kubernetes side: its certificates, the kubelet, kube-proxy,
-and CoreDNS, the only DNS server its pods have.
+"""The real nodes' Kubernetes side: their certificates, each node's kubelet and kube-proxy (in its network
+namespace), and CoreDNS, the only DNS server their pods have (on the host).
 """
 
 from __future__ import annotations
@@ -9,11 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import PKI_DIR, POD_CIDR, PORT_BASE, STATE_DIR, http_ok, make_cert, start, user_cluster_role, wait_until
-from node_containers import CONTAINERD_SOCKET, RUN_DIR
-from node_network import NODE_IP
+from node_layout import HOST_IP, NODE_LABEL, RealNode
 
-NODE_NAME = "mydb-real-node"
-NODE_LABEL = "node.mydb.local/real"  # label and taint key: only pods that ask land here
 CLUSTER_DOMAIN = "cluster.local"
 KUBELET_PORT = PORT_BASE + 50
 KUBELET_HEALTHZ_PORT = PORT_BASE + 51
@@ -33,7 +30,7 @@ def start_coredns(bins: Path, kubeconfig: Path) -> None:
     # One server block for the cluster's zones and nothing else: a query for
     # any other name matches no zone and is REFUSED.
     corefile.write_text(f"""{CLUSTER_DOMAIN} {REVERSE_ZONES} {{
-    bind {NODE_IP}
+    bind {HOST_IP}
     errors
     health 127.0.0.1:{COREDNS_HEALTH_PORT}
     ready 127.0.0.1:{COREDNS_READY_PORT}
@@ -61,45 +58,49 @@ def coredns_rbac() -> dict[str, Any]:
 # ------------------------------------------------------ kubelet, kube-proxy
 
 
-def make_node_pki() -> None:
-    make_cert("kubelet", f"/O=system:nodes/CN=system:node:{NODE_NAME}")
-    make_cert("kubelet-serving", f"/CN={NODE_NAME}", server_sans=f"IP:{NODE_IP},DNS:{NODE_NAME}")
+def make_node_pki(nodes: list[RealNode]) -> None:
+    for node in nodes:
+        make_cert(node.component("kubelet"), f"/O=system:nodes/CN=system:node:{node.name}")
+        make_cert(node.component("kubelet-serving"), f"/CN={node.name}", server_sans=f"IP:{node.ip},DNS:{node.name}")
     make_cert("kube-proxy", "/CN=system:kube-proxy")
     make_cert("coredns", "/CN=mydb:coredns")
 
 
-def start_kubelet(bins: Path, kubeconfig: Path) -> None:
-    resolv = STATE_DIR / "resolv.conf"
-    resolv.write_text("# no upstream: pods resolve through CoreDNS only\n")
-    config = {
+def kubelet_config(node: RealNode) -> dict[str, Any]:
+    serving = PKI_DIR / node.component("kubelet-serving")
+    return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_IP,
+        "address": node.ip,
         "port": KUBELET_PORT,
         "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
+        # On the node's address: the host, which waits for it, cannot reach the namespace's loopback.
+        "healthzBindAddress": node.ip,
         "healthzPort": KUBELET_HEALTHZ_PORT,
         # How often volume usage is measured (default 1m): storageAutoGrow's e2e fills a volume in seconds.
         "volumeStatsAggPeriod": "10s",
         # How often each pod is synced (default 1m), which is also when a changed Secret reaches its files: a
         # renewed certificate reaches the servers within seconds, not a minute (the TLS rotation e2e waits on it).
         "syncFrequency": "10s",
-        "tlsCertFile": str(PKI_DIR / "kubelet-serving.crt"),
-        "tlsPrivateKeyFile": str(PKI_DIR / "kubelet-serving.key"),
+        "tlsCertFile": f"{serving}.crt",
+        "tlsPrivateKeyFile": f"{serving}.key",
         "authentication": {
             "anonymous": {"enabled": False},
             "webhook": {"enabled": True},
             "x509": {"clientCAFile": str(PKI_DIR / "ca.crt")},
         },
         "authorization": {"mode": "Webhook"},
-        "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
+        "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
         "cgroupDriver": "cgroupfs",
+        # Each kubelet under a cgroup of its own: one removes the pod cgroups it does not know.
+        "cgroupRoot": node.cgroup_root,
         # This host mounts the cgroup v1 hierarchy, which the kubelet refuses by default.
         "failCgroupV1": False,
         "failSwapOn": False,
-        "clusterDNS": [NODE_IP],
+        "podLogsDir": str(node.pod_logs),
+        "clusterDNS": [HOST_IP],
         "clusterDomain": CLUSTER_DOMAIN,
-        "resolvConf": str(resolv),
+        "resolvConf": str(STATE_DIR / "resolv.conf"),
         "registerWithTaints": [{"key": NODE_LABEL, "value": "true", "effect": "NoSchedule"}],
         # A test machine's disk is shared with everything else: evict only when it is really full.
         "evictionHard": {
@@ -112,45 +113,50 @@ def start_kubelet(bins: Path, kubeconfig: Path) -> None:
         "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
     }
-    path = STATE_DIR / "kubelet.yaml"
-    path.write_text(json.dumps(config, indent=2) + "\n")
-    root = RUN_DIR / "kubelet"
+
+
+def start_kubelet(node: RealNode, bins: Path, kubeconfig: Path) -> None:
+    (STATE_DIR / "resolv.conf").write_text("# no upstream: pods resolve through CoreDNS only\n")
+    path = node.state_dir / "kubelet.yaml"
+    path.write_text(json.dumps(kubelet_config(node), indent=2) + "\n")
+    root = node.run_dir / "kubelet"
     root.mkdir(parents=True, exist_ok=True)
+    name = node.component("kubelet")
     start(
-        "kubelet",
-        [
+        name,
+        node.in_netns(
             str(bins / "kubelet"),
             f"--config={path}",
             f"--kubeconfig={kubeconfig}",
             f"--root-dir={root}",
-            f"--hostname-override={NODE_NAME}",
-            f"--node-ip={NODE_IP}",
+            f"--hostname-override={node.name}",
+            f"--node-ip={node.ip}",
             f"--node-labels={NODE_LABEL}=true",
             "--v=1",
-        ],
+        ),
     )
-    wait_until("kubelet", lambda: http_ok(f"http://127.0.0.1:{KUBELET_HEALTHZ_PORT}/healthz"), process="kubelet")
+    wait_until(name, lambda: http_ok(f"http://{node.ip}:{KUBELET_HEALTHZ_PORT}/healthz"), process=name)
 
 
-def start_kube_proxy(bins: Path, kubeconfig: Path) -> None:
+def start_kube_proxy(node: RealNode, bins: Path, kubeconfig: Path) -> None:
     config = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "mode": "iptables",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "hostnameOverride": NODE_NAME,
-        "bindAddress": NODE_IP,
+        "hostnameOverride": node.name,
+        "bindAddress": node.ip,
         "clusterCIDR": POD_CIDR,
-        "healthzBindAddress": f"127.0.0.1:{PROXY_HEALTHZ_PORT}",
-        "metricsBindAddress": f"127.0.0.1:{PROXY_METRICS_PORT}",
-        # NodePorts only on the bridge address; none on loopback, which would
-        # need route_localnet.
-        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "healthzBindAddress": f"{node.ip}:{PROXY_HEALTHZ_PORT}",
+        "metricsBindAddress": f"{node.ip}:{PROXY_METRICS_PORT}",
+        # NodePorts only on the node's address; none on loopback, which would need route_localnet.
+        "nodePortAddresses": [f"{node.ip}/32"],
         "iptables": {"localhostNodePorts": False},
-        # Leave the host's conntrack table size and timeouts as they are.
+        # Leave the conntrack table size and timeouts as they are.
         "conntrack": {"maxPerCore": 0, "min": 0},
     }
-    path = STATE_DIR / "kube-proxy.yaml"
+    path = node.state_dir / "kube-proxy.yaml"
     path.write_text(json.dumps(config, indent=2) + "\n")
-    start("kube-proxy", [str(bins / "kube-proxy"), f"--config={path}"])
-    wait_until("kube-proxy", lambda: http_ok(f"http://127.0.0.1:{PROXY_HEALTHZ_PORT}/healthz"), process="kube-proxy")
+    name = node.component("kube-proxy")
+    start(name, node.in_netns(str(bins / "kube-proxy"), f"--config={path}"))
+    wait_until(name, lambda: http_ok(f"http://{node.ip}:{PROXY_HEALTHZ_PORT}/healthz"), process=name)

@@ -1,4 +1,5 @@
-"""The real node's NetworkPolicy engine: kube-router's firewall controller, and nothing else of kube-router.
+"""The real nodes' NetworkPolicy engine: kube-router's firewall controller, and nothing else of kube-router,
+one in each node's network namespace.
 
 The bridge CNI plugin enforces no NetworkPolicy. kube-router's firewall
 controller programs iptables and ipsets for the pods of its own node (those
@@ -19,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import HACK_DIR, SERVICE_CIDR, log, make_cert, run, running_pid, start, user_cluster_role, wait_until
-from node_kubelet import NODE_NAME
+from node_layout import RealNode
 
 USER = "mydb:kube-router"
 # Its firewall controller rewrites the node's rules after every change of any pod in the cluster (kwok's
 # too), one sync right after the other while pods come and go, each some 20 iptables runs: about a tenth
 # of the test run's CPU. Under a cap, changes that arrive during a sync wait for the next one, as under
 # kube-proxy's --iptables-min-sync-period: fewer syncs, each a second or two later at most.
-CPU_CAP = 0.05  # of one core
+CPU_CAP = 0.05  # of one core, each
 CPU_PERIOD_US = 100_000
-CPU_GROUPS = (Path("/sys/fs/cgroup/cpu/mydb-kube-router"), Path("/sys/fs/cgroup/mydb-kube-router"))  # v1, v2
+CPU_GROUP = re.compile(r"^mydb-kube-router(-\d+)?$")
 # Its sets: KUBE-SRC-*, KUBE-DST-* per policy, and kube-router's own.
 OUR_SET = re.compile(r"^(KUBE-|kube-router-)")
 
@@ -58,19 +59,20 @@ def rbac() -> dict[str, Any]:
     )
 
 
-def programmed() -> bool:
-    """Its chains are in the filter table: it has synced its informers and written its first rules."""
-    dump = run("iptables-save", "-t", "filter", check=False).stdout
+def programmed(node: RealNode) -> bool:
+    """Its chains are in the node's filter table: it has synced its informers and written its first rules."""
+    dump = run(*node.in_netns("iptables-save", "-t", "filter"), check=False).stdout
     return ":KUBE-ROUTER-FORWARD " in dump
 
 
-def start_network_policies(engine: Path, kubeconfig: Path) -> None:
+def start_network_policies(node: RealNode, engine: Path, kubeconfig: Path) -> None:
+    name = node.component("kube-router")
     start(
-        "kube-router",
-        [
+        name,
+        node.in_netns(
             str(engine),
             f"--kubeconfig={kubeconfig}",
-            f"--hostname-override={NODE_NAME}",
+            f"--hostname-override={node.name}",
             "--run-firewall=true",
             "--run-router=false",
             "--run-service-proxy=false",
@@ -80,18 +82,23 @@ def start_network_policies(engine: Path, kubeconfig: Path) -> None:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--health-port=0",  # its default listens on every address
             "--metrics-port=0",
-        ],
+        ),
     )
-    wait_until("kube-router (NetworkPolicy)", programmed, process="kube-router")
-    cap_cpu()
+    wait_until(f"{name} (NetworkPolicy)", lambda: programmed(node), process=name)
+    cap_cpu(name)
 
 
-def cap_cpu() -> None:
+def cpu_groups(name: str) -> tuple[Path, Path]:
+    """The cgroup that caps NAME's CPU: (v1, v2)."""
+    return Path(f"/sys/fs/cgroup/cpu/mydb-{name}"), Path(f"/sys/fs/cgroup/mydb-{name}")
+
+
+def cap_cpu(name: str) -> None:
     """Once its first rules are written: kube-router and the iptables it runs get CPU_CAP of a core
     (a cgroup of the cpu controller, v1 or v2). A host that offers neither runs it uncapped."""
-    pid = running_pid("kube-router")
+    pid = running_pid(name)
     quota = str(int(CPU_CAP * CPU_PERIOD_US))
-    v1, v2 = CPU_GROUPS
+    v1, v2 = cpu_groups(name)
     try:
         if v1.parent.is_dir():
             v1.mkdir(exist_ok=True)
@@ -105,22 +112,31 @@ def cap_cpu() -> None:
             group = v2
         (group / "cgroup.procs").write_text(str(pid))
     except OSError as error:
-        log(f"kube-router runs without a CPU cap ({error})")
+        log(f"{name} runs without a CPU cap ({error})")
         return
-    log(f"kube-router capped at {CPU_CAP:.0%} of a core ({group})")
+    log(f"{name} capped at {CPU_CAP:.0%} of a core ({group})")
 
 
-def remove_cpu_cap() -> None:
-    """After kube-router and its iptables runs are gone: a cgroup with a process in it cannot go."""
-    for group in CPU_GROUPS:
-        if group.is_dir():
-            try:
-                group.rmdir()
-            except OSError as error:
-                log(f"could not remove {group}: {error}")
+def our_cpu_groups() -> list[Path]:
+    return [
+        p
+        for top in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup"))
+        for p in top.glob("mydb-kube-router*")
+        if CPU_GROUP.match(p.name)
+    ]
+
+
+def remove_cpu_caps() -> None:
+    """After the kube-routers and their iptables runs are gone: a cgroup with a process in it cannot go."""
+    for group in our_cpu_groups():
+        try:
+            group.rmdir()
+        except OSError as error:
+            log(f"could not remove {group}: {error}")
 
 
 def our_sets() -> list[str]:
+    """The host's sets of ours (the nodes' own go with their namespaces): a kube-router of the one-node layout."""
     if not shutil.which("ipset"):  # not installed yet (make node-packages): no set of ours either
         return []
     names = run("ipset", "list", "-n", check=False).stdout.split()

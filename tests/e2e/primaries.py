@@ -162,16 +162,30 @@ class Write:
 
 
 class Writer:
-    """A client pod on the real node writing one row per statement, each in a new connection, through the
-    read-write Service (or to HOST, a server's own address), one every PAUSE seconds; its log says which were
-    committed (their ids), where, and when."""
+    """A client pod on a real node (not on AWAY_FROM, a node a test will fault) writing one row per statement,
+    each in a new connection, through the read-write Service (or to HOST, a server's own address), one every PAUSE
+    seconds; its log says which were committed (their ids), where, and when."""
 
     def __init__(
-        self, cluster, namespace: str, database: str, name: str = "writer", host: str = "", pause: float = 0.05
+        self,
+        cluster,
+        namespace: str,
+        database: str,
+        name: str = "writer",
+        host: str = "",
+        pause: float = 0.05,
+        away_from: str = "",
     ):
         self.cluster, self.namespace, self.name = cluster, namespace, name
+        elsewhere = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [away_from]}]}
         spec = on_real_node(
             {
+                **(
+                    {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [elsewhere]}}}}
+                    if away_from
+                    else {}
+                ),
                 "restartPolicy": "Never",
                 "automountServiceAccountToken": False,
                 "enableServiceLinks": False,
@@ -224,7 +238,7 @@ class Writer:
         """What its log says. FROM_NODE: read from the files the kubelet keeps on the node (CRI format), which
         do while the kubelet itself is stopped."""
         if from_node:
-            files = sorted(Path("/var/log/pods").glob(f"{self.namespace}_{self.name}_*/writer/*.log"))
+            files = sorted(Path("/var/log/pods").glob(f"*/{self.namespace}_{self.name}_*/writer/*.log"))
             log = "\n".join(line.split(" ", 3)[-1] for path in files for line in path.read_text().splitlines())
         else:
             log = self.cluster.kubectl("logs", "-n", self.namespace, self.name, check=False).stdout

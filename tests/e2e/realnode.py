@@ -1,22 +1,28 @@
-"""Pods on the real node: its name, its taint, the images the local registry serves."""
+"""Pods on the real nodes: their names, addresses and taint, the images the local registry serves."""
 
 from __future__ import annotations
 
 import functools
 import os
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-NODE_NAME = "mydb-real-node"
-NODE_LABEL = "node.mydb.local/real"
-NODE_IP = "198.18.128.1"
-BRIDGE = "mydb0"
-BRIDGE_MAC = "02:00:c6:12:80:01"  # hack/node_network.py sets it
+sys.path.insert(0, str(REPO / "hack"))  # the nodes' layout, as the harness makes them
+from node_layout import HOST_BRIDGE, HOST_BRIDGE_MAC, HOST_IP, NODE_LABEL, RealNode, real_nodes  # noqa: E402
+
+REAL_NODES = real_nodes()
+NODE_NAMES = [node.name for node in REAL_NODES]
 REGISTRY = f"127.0.0.1:{os.environ.get('MYDB_CLUSTER_PORT_BASE', '16400')}"
+
+
+def real_node(name: str) -> RealNode:
+    """The real node called NAME (a pod's spec.nodeName)."""
+    return next(node for node in REAL_NODES if node.name == name)
 
 
 MANIFESTS = ", ".join([
@@ -60,8 +66,13 @@ def on_real_node(pod_spec: dict) -> dict:
     }
 
 
-def local_node_platform() -> dict:
-    """examples/platform-local-node.yaml, pointed at this cluster's registry (its port base may differ)."""
+def local_node_platform(operator_on_host: bool = True) -> dict:
+    """examples/platform-local-node.yaml, pointed at this cluster's registry (its port base may differ). An operator
+    outside the cluster (OPERATOR_ON_HOST: the tests run it on the host) connects to the servers from the host's
+    address on the nodes' bridge, which no node's NetworkPolicy engine takes for its own: the platform admits it,
+    as a platform running its operator outside the cluster would admit that operator's address."""
     config = yaml.safe_load((REPO / "examples" / "platform-local-node.yaml").read_text())
     config["values"]["image"]["registry"] = REGISTRY
+    if operator_on_host:
+        config["values"]["networkPolicy"] = {"operator": [{"ipBlock": {"cidr": f"{HOST_IP}/32"}}]}
     return config

@@ -223,8 +223,12 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
     in place (a replica restarted first would insist on TLS to a primary that has none), then the replica,
     every row kept, the replica streaming over TLS with verify-full, and no password left in its connection
     settings."""
+    # The previous chart has no NetworkPolicy and refuses its value; this one admits the operator (on the host)
+    # by address.
     platform = tmp_path / "platform.yaml"
-    platform.write_text(json.dumps(local_node_platform()))
+    previous_platform = local_node_platform()
+    del previous_platform["values"]["networkPolicy"]
+    platform.write_text(json.dumps(previous_platform))
     name = "upgraded"
     # One operator for the namespace throughout, restarted on the new chart: the shared one (no platform
     # config) must not reconcile the database in between.
@@ -249,6 +253,7 @@ def test_databases_upgrade_from_the_previous_chart_in_one_roll(cluster, operator
         cluster.kubectl("-n", namespace, "patch", "mydb", name, "--subresource=status", "--type=json",
                         "-p", '[{"op": "remove", "path": "/status/tls"}]')
         del own.env["MYDB_CHART_DIR"]
+        platform.write_text(json.dumps(local_node_platform()))
         own.start()
         replaced: list[str] = []
 

@@ -1,12 +1,12 @@
-"""A node that stops answering and comes back, a primary cut off for good, and the API server away, on the
-real node.
+"""Nodes that stop answering and come back, a primary's node cut off, a primary's node lost, and the API server
+away, on the real nodes.
 
-The node's kubelet is stopped (SIGSTOP) for longer than the node controller's
-grace, and for the same time the host, where the operator runs, cannot reach
-any primary's pod (iptables drops what it sends there). Every container keeps
-running: clients beside the servers keep writing to each primary directly, and
-through the read-write Service until the node controller marks every pod of
-the node not ready. The kubelet and the link then come back together.
+Every real node's kubelet is stopped (SIGSTOP) for longer than the node
+controller's grace, and for the same time the host, where the operator runs,
+cannot reach any primary's pod (iptables drops what it sends there). Every
+container keeps running: clients beside the servers keep writing to each
+primary directly, and through the read-write Service until the node controller
+marks every pod not ready. The kubelets and the link then come back together.
 
 Two databases share the one blip: `current`, whose replicas stream, and
 `stale`, whose only replica stopped receiving WAL well past `wal_keep_size`
@@ -14,10 +14,11 @@ before the blip. Neither may fail over, on the blip or on the return (the
 operator once failed a healthy primary over to a replica 1 GB behind the
 moment the node came back, and deleted the only copy of 868 acknowledged
 commits); every acknowledged row must be on the primary at the end, and on
-the replicas once they caught up. Then `current`'s primary is cut off for
-good, with its kubelet stopped (it must stop itself before a replica is
-promoted), and the API server stops for 30 s (no primary may stop). A serial
-test: the kubelet of the one real node stops.
+the replicas once they caught up. Then `current`'s primary's node is cut off
+(the primary must stop itself before a replica is promoted), the new primary's
+node is lost (a power cut: a replica elsewhere takes over, and the node,
+brought back, rejoins), and the API server stops for 30 s (no primary may
+stop). A serial test: whole nodes stop.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from .primaries import (
     stopped,
     wait_until,
 )
-from .realnode import NODE_NAME
+from .nodes import node_fault, node_of
+from .realnode import NODE_NAMES
 from .test_failover import condition, events, receiver_pid, status
 from .test_real_postgres import wait_streaming
 from .waiting import get_json, wait_for
@@ -171,17 +173,18 @@ def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) ->
     """The kubelet stopped and the host cut from the addresses CUT, past the node's grace: the node Unknown,
     every pod of it not ready, the operator saying why it does not fail over; then both back at once.
     Returns when it began and ended (time.time())."""
-    kubelet = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
-    # In the raw table: before kube-router's chains, which accept what a policy allows and put themselves first.
+    kubelets = [cluster_pid(cluster, f"kubelet-{index}") for index in range(1, len(NODE_NAMES) + 1)]
+    # In the raw table: before any other rule of the host.
     rules = [["OUTPUT", "-d", f"{address}/32", "-j", "DROP"] for address in cut]
     for rule in rules:
         subprocess.run(["iptables", "-w", "-t", "raw", "-I", *rule], check=True)
-    os.kill(kubelet, signal.SIGSTOP)
+    for kubelet in kubelets:
+        os.kill(kubelet, signal.SIGSTOP)
     began = time.time()
     try:
         for name in pods:  # the host, where the operator runs, cannot reach a primary
             assert sql_at(cluster, namespace, f"{name}-0", "select 1") is None
-        wait_for("the node Unknown", lambda: node_ready(cluster) == "Unknown", timeout=120, interval=1)
+        wait_for("the nodes Unknown", lambda: nodes_ready(cluster) == {"Unknown"}, timeout=120, interval=1)
         every = [pod for listed in pods.values() for pod in listed]
         wait_for("every pod not ready", lambda: not [p for p in every if pod_ready(cluster, namespace, p)], timeout=30)
         for name in pods:
@@ -194,11 +197,12 @@ def blip(cluster, namespace: str, cut: list[str], pods: dict[str, list[str]]) ->
         for name in pods:
             assert not failovers(cluster, namespace, name)
     finally:
-        os.kill(kubelet, signal.SIGCONT)
+        for kubelet in kubelets:
+            os.kill(kubelet, signal.SIGCONT)
         for rule in rules:
             subprocess.run(["iptables", "-w", "-t", "raw", "-D", *rule], check=False)
     ended = time.time()
-    wait_for("the node Ready again", lambda: node_ready(cluster) == "True", timeout=60, interval=1)
+    wait_for("the nodes Ready again", lambda: nodes_ready(cluster) == {"True"}, timeout=60, interval=1)
     return began, ended
 
 
@@ -206,9 +210,13 @@ def failovers(cluster, namespace: str, name: str) -> list[dict]:
     return [e for e in events(cluster, namespace, "FailoverStarted") if e["involvedObject"]["name"] == name]
 
 
-def node_ready(cluster) -> str:
-    conditions = get_json(cluster, "node", NODE_NAME).get("status", {}).get("conditions") or []
-    return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
+def nodes_ready(cluster) -> set[str]:
+    """The real nodes' Ready conditions, as a set (one value when they agree)."""
+    found = set()
+    for name in NODE_NAMES:
+        conditions = get_json(cluster, "node", name).get("status", {}).get("conditions") or []
+        found.add(next((c["status"] for c in conditions if c["type"] == "Ready"), ""))
+    return found
 
 
 def pod_ready(cluster, namespace: str, pod: str) -> bool:
@@ -235,44 +243,43 @@ def replica_metrics(operator, namespace: str, database: str) -> dict[str, tuple[
 
 
 def a_cut_off_primary_stops_taking_writes_before_a_replica_is_promoted(cluster, namespace: str, name: str) -> None:
-    """NAME-0, its primary, is cut off (its pod's network drops everything but loopback: the kubelet's probes,
-    the operator, the API server, its replicas), then its node's kubelet stops, as for a node cut off from the
-    control plane: the kubelet can never confirm the old primary was killed. A client on the node keeps writing
-    to the old primary over its unix socket. The old primary stops its own server once it cannot confirm the
-    primary lease (lease.pl, within fenceSeconds of the cut), and the operator promotes a replica only after
-    the lease named it longer than that: no row is acknowledged by the old primary once the new one takes
-    writes (48 were, before the lease)."""
+    """NAME-0's node is cut off (its link down: its pods reach only each other; the API server, the operator and
+    the replicas on the other nodes cannot reach them, nor they those): its kubelet can never confirm the old
+    primary was killed. A client on the node keeps writing to the old primary over its unix socket. The old
+    primary stops its own server once it cannot confirm the primary lease (lease.pl, within fenceSeconds of the
+    cut), and the operator promotes a replica on another node only after the lease named it longer than that:
+    no row is acknowledged by the old primary once the new one takes writes (48 were, before the lease)."""
     wait_streaming(cluster, namespace, f"{name}-0", 2, timeout=120)
     wait_for(f"the lease naming {name}-0", lambda: lease_holder(cluster, namespace, name) == f"{name}-0", timeout=30)
-    service = Writer(cluster, namespace, name, f"{name}-service", pause=0.1)
+    node = node_of(cluster, namespace, f"{name}-0")
+    service = Writer(cluster, namespace, name, f"{name}-service", pause=0.1, away_from=node.name)
     old_address = pod_ip(cluster, namespace, f"{name}-0")
     postmaster = postgres_pid(cluster, namespace, f"{name}-0")
     local = LocalWriter(postmaster)
-    with cut_off(postmaster) as began:
-        wait_for(f"{name}-0 not ready in the API", lambda: not pod_ready(cluster, namespace, f"{name}-0"), timeout=30)
-        with stopped(cluster_pid(cluster, "kubelet")):
-            try:
-                stopped_at = wait_for(
-                    "the old postmaster gone",
-                    lambda: None if os.path.exists(f"/proc/{postmaster}") else time.time(),
-                    timeout=30,
-                    interval=0.1,
-                )
-            except AssertionError as failed:
-                said = pod_log(namespace, f"{name}-0", "probe")
-                raise AssertionError(f"{failed}\nits lease.pl said:\n{said}") from None
-            new = wait_for(
-                "a replica promoted",
-                lambda: (lambda s: s.get("primary") if s.get("primary") not in (None, f"{name}-0") else None)(
-                    status(cluster, namespace, name)
-                ),
-                timeout=90,
-            )
-            first_new = wait_for(
-                f"a write acknowledged by {new}",
-                lambda: service.first_after(began, old_address, from_node=True),
+    with node_fault("cut", node) as began:
+        try:
+            stopped_at = wait_for(
+                "the old postmaster gone",
+                lambda: None if os.path.exists(f"/proc/{postmaster}") else time.time(),
                 timeout=30,
+                interval=0.1,
             )
+        except AssertionError as failed:
+            said = pod_log(namespace, f"{name}-0", "probe")
+            raise AssertionError(f"{failed}\nits lease.pl said:\n{said}") from None
+        new = wait_for(
+            "a replica promoted",
+            lambda: (lambda s: s.get("primary") if s.get("primary") not in (None, f"{name}-0") else None)(
+                status(cluster, namespace, name)
+            ),
+            timeout=90,
+        )
+        first_new = wait_for(
+            f"a write acknowledged by {new}",
+            lambda: service.first_after(began, old_address, from_node=True),
+            timeout=30,
+        )
+        assert node_of(cluster, namespace, new) != node
     local.stop()
     last_old = local.acknowledged()[-1]
     # The old primary refused writes within its deadline (fenceSeconds 6, counted from its last confirmation
@@ -282,7 +289,8 @@ def a_cut_off_primary_stops_taking_writes_before_a_replica_is_promoted(cluster, 
     assert stopped_at - began < 11, f"the cut-off primary's server ran {stopped_at - began:.1f}s"
     assert last_old < first_new.at, (last_old, first_new)
     assert lease_holder(cluster, namespace, name) == new
-    # The old primary comes back as a replica of the new one; every row acknowledged by the Service is kept.
+    # The node back, the old primary comes back as a replica of the new one; every row acknowledged by the
+    # Service is kept.
     assert failovers(cluster, namespace, name)
     wait_ready(cluster, namespace, name, timeout=180)
     writes = service.halt()
@@ -292,6 +300,39 @@ def a_cut_off_primary_stops_taking_writes_before_a_replica_is_promoted(cluster, 
         timeout=60,
     )
     wait_streaming(cluster, namespace, new, 2, timeout=120)
+    a_lost_node_hands_its_primary_to_another_and_rejoins(cluster, namespace, name, new)
+
+
+def a_lost_node_hands_its_primary_to_another_and_rejoins(cluster, namespace: str, name: str, primary: str) -> None:
+    """PRIMARY's node is lost (a power cut: its kubelet, containerd and containers killed, its link down). The
+    operator, which no longer hears the primary's server and sees the lease unrenewed, promotes a replica on
+    another node once the old primary's deadline has passed, long before the node controller's grace; the node,
+    brought back, rejoins, its pod a replica of the new primary; every row acknowledged through the Service is
+    on the new primary."""
+    node = node_of(cluster, namespace, primary)
+    service = Writer(cluster, namespace, name, f"{name}-lost", pause=0.1, away_from=node.name)
+    old_address = pod_ip(cluster, namespace, primary)
+    with node_fault("lose", node) as began:
+        new = wait_for(
+            "a replica promoted",
+            lambda: (lambda s: s.get("primary") if s.get("primary") not in (None, primary) else None)(
+                status(cluster, namespace, name)
+            ),
+            timeout=90,
+        )
+        wait_for(f"a write acknowledged by {new}", lambda: service.first_after(began, old_address), timeout=30)
+        assert node_of(cluster, namespace, new) != node
+        promoted = [e for e in events(cluster, namespace, "Promoted") if e["involvedObject"]["name"] == name]
+        assert promoted and "stopped" in promoted[-1]["message"], promoted
+    wait_ready(cluster, namespace, name, timeout=240)
+    writes = service.halt()
+    wait_for(
+        "every row acknowledged through the Service on the new primary",
+        lambda: not missing_writes(cluster, namespace, new, [w for w in writes if w.ok]),
+        timeout=60,
+    )
+    wait_streaming(cluster, namespace, new, 2, timeout=120)
+    assert primaries(cluster, namespace, [f"{name}-{i}" for i in range(3)]) == [new]
     api_server_away_stops_no_primary(cluster, namespace, new)
 
 
@@ -315,7 +356,7 @@ def api_server_away_stops_no_primary(cluster, namespace: str, primary: str) -> N
 
 def pod_log(namespace: str, pod: str, container: str) -> str:
     """The container's log as the kubelet keeps it on the node (readable while the kubelet is stopped)."""
-    found = sorted(Path("/var/log/pods").glob(f"{namespace}_{pod}_*/{container}/*.log"))
+    found = sorted(Path("/var/log/pods").glob(f"*/{namespace}_{pod}_*/{container}/*.log"))
     return "".join(path.read_text()[-3000:] for path in found) or "(no log found)"
 
 

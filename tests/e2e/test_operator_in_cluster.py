@@ -12,7 +12,7 @@ import yaml
 
 from . import sharing
 from .conftest import chart_version, lease_free, wait_ready
-from .realnode import NODE_NAME, REGISTRY, images, local_node_platform
+from .realnode import NODE_NAMES, REGISTRY, images, local_node_platform
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +30,7 @@ def in_cluster(cluster, operator, namespace, published, tmp_path):
     the namespace is outside its scope (an own_operator test under xdist: sharing.py)."""
     # The operator runs in this namespace, not mydb-system: its pods tell the databases' NetworkPolicy so
     # themselves (desired/platform.admitting_operator), or the servers would not answer them.
-    platform = local_node_platform()
+    platform = local_node_platform(operator_on_host=False)
     repository, tag = images()["OPERATOR_IMAGE"].rsplit(":", 1)
     values = {
         "image": {"repository": repository, "tag": tag},
@@ -81,7 +81,7 @@ def test_operator_pods_run_locked_down_and_hand_over(cluster, in_cluster, namesp
     assert len(pods) == 2
     for pod in pods:
         spec, container = pod["spec"], pod["spec"]["containers"][0]
-        assert spec["nodeName"] == NODE_NAME
+        assert spec["nodeName"] in NODE_NAMES
         assert spec["serviceAccountName"] == RELEASE
         assert container["image"] == images()["OPERATOR_IMAGE"]
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -105,7 +105,7 @@ def test_operator_pods_run_locked_down_and_hand_over(cluster, in_cluster, namesp
                 "spec": {"replicas": 2, "version": "15.2", "storage": "1Gi"}}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(database))
     wait_ready(cluster, namespace, "kept", timeout=240)
-    assert get_json(cluster, "-n", namespace, "pod", "kept-0")["spec"]["nodeName"] == NODE_NAME
+    assert get_json(cluster, "-n", namespace, "pod", "kept-0")["spec"]["nodeName"] in NODE_NAMES
     revision = get_json(cluster, "-n", namespace, "mydb", "kept")["status"]["release"]["revision"]
 
     cluster.kubectl("delete", "-n", namespace, "pod", leader, "--wait=false")

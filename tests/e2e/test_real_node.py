@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .realnode import BRIDGE, BRIDGE_MAC, NODE_IP, NODE_NAME, REPO, images, on_real_node
+from .realnode import HOST_BRIDGE, HOST_BRIDGE_MAC, HOST_IP, NODE_NAMES, REAL_NODES, REPO, images, on_real_node, real_node
 from .waiting import get_json, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -57,14 +57,17 @@ def pinned_kubernetes_version() -> str:
     return next(line.split("=", 1)[1] for line in lines if line.startswith("KUBERNETES_VERSION="))
 
 
-def test_node_is_real_and_tainted(cluster):
-    """The real node registered beside the kwok nodes, Ready, tainted, with the pinned kubelet version."""
-    node = get_json(cluster, "node", NODE_NAME)
-    assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
-    assert {"key": "node.mydb.local/real", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
-    assert node["status"]["nodeInfo"]["kubeletVersion"] == pinned_kubernetes_version()
-    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
-    assert {"type": "InternalIP", "address": NODE_IP} in node["status"]["addresses"]
+def test_nodes_are_real_and_tainted(cluster):
+    """The real nodes registered beside the kwok nodes, Ready, tainted, with the pinned kubelet version, each with
+    its own address."""
+    assert len(REAL_NODES) == 3
+    for real in REAL_NODES:
+        node = get_json(cluster, "node", real.name)
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+        assert {"key": "node.mydb.local/real", "value": "true", "effect": "NoSchedule"} in node["spec"]["taints"]
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == pinned_kubernetes_version()
+        assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+        assert {"type": "InternalIP", "address": real.ip} in node["status"]["addresses"]
     kwok_nodes = [n for n in get_json(cluster, "nodes")["items"] if n["metadata"]["name"].startswith("kwok-node-")]
     assert len(kwok_nodes) == 3
 
@@ -80,7 +83,7 @@ def test_postgres_image_runs_and_exit_code_reaches_status(cluster, namespace):
     log = cluster.kubectl("logs", "-n", namespace, "version").stdout
     real_version = image.rsplit(":", 1)[1]
     assert f"postgres (PostgreSQL) {real_version}" in log
-    assert get_json(cluster, "-n", namespace, "pod", "version")["spec"]["nodeName"] == NODE_NAME
+    assert get_json(cluster, "-n", namespace, "pod", "version")["spec"]["nodeName"] in NODE_NAMES
 
 
 def test_exec_logs_and_port_forward(cluster, namespace, tmp_path):
@@ -123,7 +126,8 @@ def tcp_client(host: str) -> str:
 
 
 def test_services_and_dns_between_pods(cluster, namespace):
-    """A pod reaches others through a ClusterIP, its DNS name, and a headless Service's per-pod names."""
+    """A pod reaches others, on other nodes, through a ClusterIP, its DNS name, and a headless Service's per-pod
+    names."""
     image = images()["POSTGRES_IMAGE"]
     labels = {"app": "echo"}
     apply(cluster, namespace,
@@ -134,13 +138,17 @@ def test_services_and_dns_between_pods(cluster, namespace):
           {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "echo"},
            "spec": {"replicas": 2, "serviceName": "echo-pods", "selector": {"matchLabels": labels},
                     "template": {"metadata": {"labels": labels}, "spec": on_real_node({
+                        "affinity": apart(labels),
                         "terminationGracePeriodSeconds": 1, "containers": [
                             {"name": "echo", "image": image, "command": ["sh", "-c", echo_server()],
                              "readinessProbe": {"tcpSocket": {"port": 7000}, "periodSeconds": 1}}]})}}},
-          pod("client", image, ["sleep", "3600"], terminationGracePeriodSeconds=1))
+          pod("client", image, ["sleep", "3600"], terminationGracePeriodSeconds=1, affinity=apart(labels)))
     wait_for("2 echo pods ready", lambda: get_json(cluster, "-n", namespace, "statefulset", "echo")
              .get("status", {}).get("readyReplicas") == 2, timeout=120)
     wait_running(cluster, namespace, "client")
+    placed = [get_json(cluster, "-n", namespace, "pod", name)["spec"]["nodeName"]
+              for name in ("echo-0", "echo-1", "client")]
+    assert sorted(placed) == NODE_NAMES, placed
     cluster_ip = get_json(cluster, "-n", namespace, "service", "echo")["spec"]["clusterIP"]
     assert cluster_ip.startswith("198.19.")
 
@@ -159,15 +167,24 @@ def test_services_and_dns_between_pods(cluster, namespace):
     assert "failed" in client("getent hosts outside.example.org")
 
 
-def host_link_of(cluster, namespace: str, pod_name: str) -> str:
-    """The host end of the pod's veth: the host interface whose index is the pod's eth0 peer."""
+def apart(labels: dict) -> dict:
+    """Required anti-affinity to the pods with LABELS: each on a node of its own."""
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def node_link_of(cluster, namespace: str, pod_name: str) -> str:
+    """The node's end of the pod's veth: the interface of the node's namespace whose index is the pod's eth0 peer."""
     peer = cluster.kubectl("exec", "-n", namespace, pod_name, "--", "cat", "/sys/class/net/eth0/iflink").stdout.strip()
-    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True, check=True).stdout)
+    netns = real_node(get_json(cluster, "-n", namespace, "pod", pod_name)["spec"]["nodeName"]).netns
+    links = json.loads(subprocess.run(["ip", "-n", netns, "-j", "link", "show"], capture_output=True, text=True,
+                                      check=True).stdout)
     return next(link["ifname"] for link in links if str(link["ifindex"]) == peer)
 
 
 def test_a_pod_leaving_does_not_cut_the_others_off_the_node(cluster, namespace):
-    """The bridge keeps its own MAC while pods come and go, so a pod's lookups stay instant after another leaves.
+    """The node's pod bridge keeps its own MAC while pods come and go, so a pod's lookups stay instant after
+    another leaves.
 
     A bridge without an address of its own takes its lowest port's. Here the leaving pod's port gets the lowest
     one before the other pod first talks to the node; once it leaves, that pod's gateway entry would point at no
@@ -175,10 +192,18 @@ def test_a_pod_leaving_does_not_cut_the_others_off_the_node(cluster, namespace):
     image = images()["POSTGRES_IMAGE"]
     apply(cluster, namespace, pod("leaves", image, ["sleep", "3600"], terminationGracePeriodSeconds=0))
     wait_running(cluster, namespace, "leaves")
-    port = host_link_of(cluster, namespace, "leaves")
-    subprocess.run(["ip", "link", "set", port, "address", "02:00:00:00:00:01"], check=True)
-    apply(cluster, namespace, pod("stays", image, ["sleep", "3600"], terminationGracePeriodSeconds=1))
+    node = real_node(get_json(cluster, "-n", namespace, "pod", "leaves")["spec"]["nodeName"])
+    port = node_link_of(cluster, namespace, "leaves")
+    subprocess.run(["ip", "-n", node.netns, "link", "set", port, "address", "02:00:00:00:00:01"], check=True)
+    beside = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node.name]}]}]}}}
+    apply(cluster, namespace, pod("stays", image, ["sleep", "3600"], terminationGracePeriodSeconds=1,
+                                  affinity=beside))
     wait_running(cluster, namespace, "stays")
+
+    def links() -> str:
+        return subprocess.run(["ip", "-n", node.netns, "link", "show"], capture_output=True, text=True).stdout
+
 
     def lookup_milliseconds() -> int:
         line = ("start=$(date +%s%N); getent hosts kubernetes.default.svc.cluster.local >/dev/null || exit 1; "
@@ -187,9 +212,12 @@ def test_a_pod_leaving_does_not_cut_the_others_off_the_node(cluster, namespace):
 
     assert lookup_milliseconds() < 2000
     cluster.kubectl("delete", "pod", "-n", namespace, "leaves", "--wait=true")
-    wait_for(f"{port} removed", lambda: not Path(f"/sys/class/net/{port}").exists(), timeout=30)
+    wait_for(f"{port} removed", lambda: f" {port}@" not in links(), timeout=30)
     assert lookup_milliseconds() < 2000
-    assert Path(f"/sys/class/net/{BRIDGE}/address").read_text().strip() == BRIDGE_MAC
+    bridge = subprocess.run(["ip", "-n", node.netns, "-j", "link", "show", "pods0"], capture_output=True, text=True,
+                            check=True).stdout
+    assert json.loads(bridge)[0]["address"] == f"02:00:c6:12:{130 + node.index:02x}:01"
+    assert Path(f"/sys/class/net/{HOST_BRIDGE}/address").read_text().strip() == HOST_BRIDGE_MAC
 
 
 def test_in_cluster_config_and_rbac_from_a_pod(cluster, namespace):
@@ -325,8 +353,9 @@ def test_images_come_only_from_the_local_registry(cluster, namespace):
 # ------------------------------------------------------------------- safety
 
 
-def test_pod_range_is_blackholed_on_the_host():
-    """The whole 198.18.0.0/15 is unreachable from the host but for the real node's bridge /24."""
+def test_pod_range_is_blackholed_on_the_host_and_every_node():
+    """The whole 198.18.0.0/15 is unreachable from the host and from every node but for the nodes' bridge /24 and
+    each node's pods (through that node); no node has a default route."""
     unreachable = subprocess.run(["ip", "route", "show", "type", "unreachable"], capture_output=True,
                                  text=True, check=True).stdout
     assert "198.18.0.0/15" in unreachable
@@ -334,21 +363,45 @@ def test_pod_range_is_blackholed_on_the_host():
     assert lookup.returncode != 0 or "unreachable" in lookup.stdout
     bridge = subprocess.run(["ip", "route", "get", "198.18.128.20"], capture_output=True, text=True, check=True)
     assert "dev mydb0" in bridge.stdout
+    for node in REAL_NODES:
+        pods = subprocess.run(["ip", "route", "get", node.pod_gateway], capture_output=True, text=True, check=True)
+        assert f"via {node.ip} dev mydb0" in pods.stdout
+        routes = subprocess.run(["ip", "-n", node.netns, "route", "show", "table", "all"], capture_output=True,
+                                text=True, check=True).stdout
+        assert "default" not in routes, routes
+        assert "unreachable 198.18.0.0/15" in routes, routes
+        outside = subprocess.run(["ip", "-n", node.netns, "route", "get", "192.0.2.1"], capture_output=True,
+                                 text=True)
+        assert outside.returncode != 0, outside.stdout
 
 
 def test_no_nat_towards_the_outside():
-    """The only masquerade is kube-proxy's, for marked Service traffic; a guard drops all forwarding off the bridge."""
+    """In every node the only masquerade is kube-proxy's, for marked Service traffic, and a guard drops whatever is
+    forwarded outside the range; the host does no NAT and no forwarding, and its guard drops all forwarding off
+    the nodes' bridge."""
+    for node in REAL_NODES:
+        nat = subprocess.run(["ip", "netns", "exec", node.netns, "iptables-save", "-t", "nat"], capture_output=True,
+                             text=True, check=True).stdout
+        rewriting = [line for line in nat.splitlines()
+                     if line.startswith("-A") and ("MASQUERADE" in line or "SNAT" in line)]
+        assert all(line.startswith("-A KUBE-POSTROUTING ") for line in rewriting), rewriting
+        postrouting = [line for line in nat.splitlines() if line.startswith("-A POSTROUTING")]
+        assert all("-j KUBE-POSTROUTING" in line for line in postrouting), postrouting
+        mangle = subprocess.run(["ip", "netns", "exec", node.netns, "iptables-save", "-t", "mangle"],
+                                capture_output=True, text=True, check=True).stdout
+        forward = [line for line in mangle.splitlines() if line.startswith("-A FORWARD")]
+        assert forward and forward[0] == "-A FORWARD -j MYDB-GUARD", forward
+        assert "-A MYDB-GUARD ! -d 198.18.0.0/15 -j DROP" in mangle, mangle
     nat = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True, check=True).stdout
-    rewriting = [line for line in nat.splitlines() if line.startswith("-A") and ("MASQUERADE" in line or "SNAT" in line)]
-    assert all(line.startswith("-A KUBE-POSTROUTING ") for line in rewriting), rewriting
-    postrouting = [line for line in nat.splitlines() if line.startswith("-A POSTROUTING")]
-    assert all("-j KUBE-POSTROUTING" in line for line in postrouting), postrouting
+    assert not [line for line in nat.splitlines() if "MASQUERADE" in line or "SNAT" in line]
     mangle = subprocess.run(["iptables-save", "-t", "mangle"], capture_output=True, text=True, check=True).stdout
     forward = [line for line in mangle.splitlines() if line.startswith("-A FORWARD")]
     assert forward and forward[0] == "-A FORWARD -j MYDB-GUARD"
     assert "-A MYDB-GUARD -i mydb0 -j DROP" in mangle and "-A MYDB-GUARD -o mydb0 -j DROP" in mangle
     with open("/proc/sys/net/ipv4/conf/all/forwarding") as all_interfaces:
-        assert all_interfaces.read().strip() == "0", "forwarding must stay off but on the pod bridge"
+        assert all_interfaces.read().strip() == "0", "the host must not forward"
+    with open(f"/proc/sys/net/ipv4/conf/{HOST_BRIDGE}/forwarding") as bridge:
+        assert bridge.read().strip() == "0", "the host must not forward between the nodes: they route themselves"
 
 
 def dns_query(name: str) -> tuple[int, list[str]]:
@@ -358,7 +411,7 @@ def dns_query(name: str) -> tuple[int, list[str]]:
     packet = struct.pack(">HHHHHH", ident, 0x0100, 1, 0, 0, 0) + question + struct.pack(">HH", 1, 1)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
         udp.settimeout(5)
-        udp.sendto(packet, (NODE_IP, 53))
+        udp.sendto(packet, (HOST_IP, 53))
         answer = udp.recv(4096)
     rcode, count = struct.unpack(">H", answer[2:4])[0] & 0xF, struct.unpack(">H", answer[6:8])[0]
     addresses, offset = [], 12 + len(question) + 4
@@ -397,8 +450,8 @@ def test_a_second_cluster_leaves_the_real_node_to_the_first(cluster, tmp_path):
     down = subprocess.run([sys.executable, str(CLUSTER_PY), "down"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert down.returncode == 0 and "leaving the real node alone" in down.stderr, down.stderr
-    assert any(c["type"] == "Ready" and c["status"] == "True"
-               for c in get_json(cluster, "node", NODE_NAME)["status"]["conditions"])
+    assert all(any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in get_json(cluster, "node", name)["status"]["conditions"]) for name in NODE_NAMES)
     assert subprocess.run([sys.executable, str(CLUSTER_PY), "status"], capture_output=True).returncode == 0
 
 
@@ -428,7 +481,7 @@ def test_stop_keeps_a_database_and_up_resumes_it(cluster, real_operator, namespa
     wait_ready(cluster, namespace, name, timeout=300)
     assert get_json(cluster, "-n", namespace, "secret", f"{name}-credentials")["metadata"]["uid"] == secret_uid
     for pod_name in (f"{name}-0", f"{name}-1"):
-        assert get_json(cluster, "-n", namespace, "pod", pod_name)["spec"]["nodeName"] == NODE_NAME
+        assert get_json(cluster, "-n", namespace, "pod", pod_name)["spec"]["nodeName"] in NODE_NAMES
         wait_for(f"the rows on {pod_name}", lambda: rows(cluster, namespace, pod_name) == ROW_FACTS, timeout=60)
     log = container_log(cluster, namespace, f"{name}-0")
     assert "database system was shut down at" in log and "database system was interrupted" not in log, log
@@ -443,16 +496,17 @@ def test_down_leaves_nothing_and_up_recovers_from_a_kill(cluster, operator_kubec
     from .conftest import stop_the_shared_operator
 
     stop_the_shared_operator()
-    pid = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet.pid").read_text())
+    pid = int((cluster.kubeconfig.parent / "state" / "pids" / "kubelet-2.pid").read_text())
     subprocess.run(["kill", "-9", str(pid)], check=True)
     time.sleep(0.5)
     up = subprocess.run([sys.executable, str(CLUSTER_PY), "up"], capture_output=True, text=True, timeout=900)
     assert up.returncode == 0, up.stderr
     assert "stopping the rest first" in up.stderr and "resuming the cluster" in up.stderr
     assert get_json(cluster, "crd", "mydatabases.myapp.example.com"), "the kept state was lost"
-    wait_for("node Ready again", lambda: any(
+    wait_for("the nodes Ready again", lambda: all(any(
         c["type"] == "Ready" and c["status"] == "True"
-        for c in get_json(cluster, "node", NODE_NAME).get("status", {}).get("conditions", [])), timeout=120)
+        for c in get_json(cluster, "node", name).get("status", {}).get("conditions", [])) for name in NODE_NAMES),
+        timeout=120)
 
     down = subprocess.run([sys.executable, str(CLUSTER_PY), "down"], capture_output=True, text=True, timeout=300)
     assert down.returncode == 0, down.stderr

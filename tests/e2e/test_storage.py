@@ -145,27 +145,33 @@ def test_usage_in_status_auto_grow_before_postgresql_runs_out_and_growth_by_hand
 
 
 def start_filler(cluster, namespace: str, claims: list[str]) -> None:
-    """A pod beside the database mounting its data claims (/v0, /v1 ...): it fills them even while a server
-    crash-loops (a WAL write that does not fit is a PANIC), when nothing can be run in its container."""
-    filler = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"}, "spec": on_real_node({
-        "terminationGracePeriodSeconds": 1,
-        "securityContext": {"runAsUser": 999, "runAsNonRoot": True},
-        "containers": [{"name": "main", "image": images()["POSTGRES_IMAGE"], "command": ["sleep", "3600"],
-                        "volumeMounts": [{"name": f"v{i}", "mountPath": f"/v{i}"} for i in range(len(claims))]}],
-        "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]})}
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(filler))
-    wait_for("the filler running", lambda: get_json(cluster, "-n", namespace, "pod", "filler")
-             .get("status", {}).get("phase") == "Running", timeout=120)
+    """A pod beside each of the database's data claims, filler-I mounting the I-th at /vI: it fills them even
+    while a server crash-loops (a WAL write that does not fit is a PANIC), when nothing can be run in its
+    container. One pod per claim: a local volume is usable on its own node only, and the members are spread."""
+    for index, claim in enumerate(claims):
+        filler = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"filler-{index}"}, "spec": on_real_node({
+            "terminationGracePeriodSeconds": 1,
+            "securityContext": {"runAsUser": 999, "runAsNonRoot": True},
+            "containers": [{"name": "main", "image": images()["POSTGRES_IMAGE"], "command": ["sleep", "3600"],
+                            "volumeMounts": [{"name": "data", "mountPath": f"/v{index}"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]})}
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(filler))
+    for index in range(len(claims)):
+        wait_for(f"filler-{index} running", lambda index=index: get_json(
+            cluster, "-n", namespace, "pod", f"filler-{index}").get("status", {}).get("phase") == "Running",
+                 timeout=120)
 
 
 def fill_through_filler(cluster, namespace: str, mount: str, percent: float, name: str) -> None:
-    """Add to MOUNT's ballast file NAME so that PERCENT of the volume is used; nothing when it already is."""
+    """Add to MOUNT's ballast file NAME (/vI, through filler-I) so that PERCENT of the volume is used; nothing
+    when it already is."""
+    pod = f"filler-{mount.removeprefix('/v')}"
     line = f"df -B1 --output=used,size {mount}"
-    used, size = (int(x) for x in cluster.kubectl("exec", "-n", namespace, "filler", "--", "sh", "-c", line)
+    used, size = (int(x) for x in cluster.kubectl("exec", "-n", namespace, pod, "--", "sh", "-c", line)
                   .stdout.split()[-2:])
     missing = int(size * percent / 100) - used
     if missing > 0:
-        cluster.kubectl("exec", "-n", namespace, "filler", "--", "fallocate", "-l", str(missing),
+        cluster.kubectl("exec", "-n", namespace, pod, "--", "fallocate", "-l", str(missing),
                         f"{mount}/{name}-{time.monotonic_ns()}", check=False)
 
 

@@ -19,7 +19,7 @@ sys.modules[_spec.name] = volumes
 _spec.loader.exec_module(volumes)
 
 DIR = "/c/state/local-volumes"
-NODE = "mydb-real-node"
+NODE = "mydb-real-1"
 
 
 def claim(*, uid="u1", request="1Gi", node=NODE, provisioner=volumes.PROVISIONER, volume_name=None,
@@ -67,7 +67,7 @@ def test_a_claim_under_xfs_smallest_gets_the_smallest():
     ({"deleting": True}, False),
 ])
 def test_which_claims_get_a_volume(kwargs, wanted):
-    assert volumes.wants_volume(claim(**kwargs), NODE) is wanted
+    assert volumes.wants_volume(claim(**kwargs), frozenset({NODE, "mydb-real-2"})) is wanted
 
 
 def test_the_volume_is_local_on_the_node_and_pre_bound_to_its_claim():

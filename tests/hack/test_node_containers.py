@@ -54,6 +54,17 @@ def test_a_containerd_that_is_not_running_is_not_dialled(monkeypatch) -> None:
     def no_dial(*args: str, check: bool = True) -> None:
         raise AssertionError(f"ctr {' '.join(args)} was run with no containerd to answer it")
 
+    from node_layout import RealNode
+
     monkeypatch.setattr(node_containers, "running_pid", lambda name: None)
     monkeypatch.setattr(node_containers, "ctr", no_dial)
-    node_containers.forget_containers()
+    node_containers.forget_containers(RealNode(2))
+
+
+def test_a_containers_node_is_read_from_its_cgroup() -> None:
+    """Each real node's kubelet puts its pods under its own cgroup root: a lost node's processes alone are killed."""
+    from node_containers import container_node
+
+    assert container_node("5:memory:/mydb-node-2/kubepods/burstable/pod1/abc\n4:cpu:/mydb-node-2/kubepods\n") == 2
+    assert container_node("5:memory:/user.slice\n") is None
+    assert container_node("5:memory:/kubepods/besteffort/pod1/abc\n") is None  # no node of ours

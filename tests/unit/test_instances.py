@@ -86,6 +86,19 @@ def test_status_primary_is_the_last_pod_confirmed_serving_as_primary():
     assert "primary" not in primary_status("db", PrimaryView(), [], {"primary": "db-0"})
 
 
+def test_status_names_the_node_of_the_primary_and_of_each_instance():
+    """kubectl get mydb -o wide shows the primary's node: a failover's from and to are on different machines."""
+    placed = [{**pod("db-0", role="primary"), "spec": {"nodeName": "node-a"}}, {**pod("db-1"), "spec": {"nodeName": "node-b"}}]
+    view = PrimaryView(probes={"db-0": InstanceFacts("db-0", False, 1, 10), "db-1": InstanceFacts("db-1", True, 1, 10)})
+    fields = primary_status("db", view, placed, {})
+    assert fields["primaryNode"] == "node-a"
+    assert [(entry["name"], entry["node"]) for entry in fields["instances"]] == [("db-0", "node-a"), ("db-1", "node-b")]
+    # A pod not scheduled yet (no node): the last known node stays until it has one.
+    unplaced = [pod("db-0", role="primary"), pod("db-1")]
+    assert primary_status("db", view, unplaced, {"primary": "db-0", "primaryNode": "node-a"})["primaryNode"] == "node-a"
+    assert "primaryNode" not in primary_status("db", view, unplaced, {})
+
+
 def test_last_moves_keep_the_other_kind():
     previous = {"lastSwitchover": {"from": "db-0", "to": "db-1", "decidedAt": "a"}}
     record = PrimaryRecord("db-2", "db-1", FAILOVER, "b", "c")

@@ -30,7 +30,7 @@ def with_nulls(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
 # one status write at its end instead of one per pod; any other change is written at once.
 # What the servers said (WAL positions, lag) moves with every write: it waits like the counters.
 PROGRESS_FIELDS = frozenset(
-    {"readyReplicas", "replicas", "message", "primary", "pendingRestart", "instances", "timeline"}
+    {"readyReplicas", "replicas", "message", "primary", "primaryNode", "pendingRestart", "instances", "timeline"}
 )
 PROGRESS_HOLD_SECONDS = 20.0
 

@@ -56,6 +56,9 @@ def instances(
         name = pod["metadata"]["name"]
         probe = view.probes.get(name)
         entry: dict[str, Any] = {"name": name, "ready": serving(pod)}
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            entry["node"] = node
         if isinstance(probe, InstanceFacts):
             entry["role"] = names.REPLICA if probe.in_recovery else names.PRIMARY
             if probe.timeline is not None:
@@ -128,13 +131,16 @@ def last_moves(record: PrimaryRecord | None, previous: dict[str, Any]) -> dict[s
 
 
 def primary_status(release: str, view: PrimaryView, pods: list[Object], previous: dict[str, Any]) -> dict[str, Any]:
-    """status.primary (the last pod confirmed serving as primary), targetPrimary (the record), timeline,
+    """status.primary (the last pod confirmed serving as primary) and its node, targetPrimary (the record), timeline,
     version (what the primary's server runs, as last known), instances, lastFailover and lastSwitchover."""
     fields: dict[str, Any] = {"targetPrimary": recorded_primary(release, view.record)}
     if pods:
         primary = confirmed_primary(release, view, pods) or previous.get("primary")
         if primary:
             fields["primary"] = primary
+            node = next(((p.get("spec") or {}).get("nodeName") for p in pods if p["metadata"]["name"] == primary), None)
+            if node or previous.get("primaryNode"):
+                fields["primaryNode"] = node or previous["primaryNode"]
         facts = view.probes.get(fields["targetPrimary"])
         if isinstance(facts, InstanceFacts) and facts.timeline is not None:
             fields["timeline"] = facts.timeline
