@@ -157,6 +157,7 @@ def test_printer_columns(version):
         ("Version", ".status.version", "string"),
         ("Phase", ".status.phase", "string"),
         ("Primary", ".status.primary", "string"),
+        ("Node", ".status.primaryNode", "string"),
         ("Age", ".metadata.creationTimestamp", "date"),
     ]
     # The primary with -o wide only: `kubectl get mydb` stays as narrow as it was.
