@@ -160,8 +160,8 @@ def test_printer_columns(version):
         ("Node", ".status.primaryNode", "string"),
         ("Age", ".metadata.creationTimestamp", "date"),
     ]
-    # The primary with -o wide only: `kubectl get mydb` stays as narrow as it was.
-    assert [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")] == ["Primary"]
+    # The primary and its node with -o wide only: `kubectl get mydb` stays as narrow as it was.
+    assert [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority")] == ["Primary", "Node"]
 
 
 def test_printer_column_paths_exist_in_the_schema(version, root_schema):
