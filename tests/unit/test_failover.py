@@ -11,7 +11,7 @@ import pytest
 
 from mydb_operator import names
 from mydb_operator.model.instances import InstanceFacts, Standby, Unreachable, with_value
-from mydb_operator.model.lease import FENCE_SECONDS, HANDOVER_SECONDS, LeaseFacts
+from mydb_operator.model.lease import FENCE_SECONDS, HANDOVER_SECONDS, STILL_SECONDS, LeaseFacts
 from mydb_operator.model.record import FAILOVER, REBUILT, RESTART, SWITCHOVER, PrimaryRecord
 from mydb_operator.policy import maintenance
 from mydb_operator.policy.actions import (
@@ -83,7 +83,7 @@ def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRec
             served: bool = True, settings: HaSettings = SETTINGS, reference: int | None = None,
             now: datetime = NOW, sighting: Any = SEEN, watching_since: Any = SEEN,
             last_primary: str | None = None, lease: LeaseFacts | None = None, lease_held: float = 0.0,
-            lease_members: tuple[str, ...] = ()) -> Members:
+            lease_members: tuple[str, ...] = (), lease_still: float = 0.0) -> Members:
     """The database as the decisions see it. Unless told otherwise, the operator read the recorded primary's
     position (REFERENCE, else 0) just as it stopped serving, with every replica that answered streaming, and
     has watched it down since then."""
@@ -103,7 +103,7 @@ def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRec
     return Members(namespace="ns", release="db", pods=tuple(pods), record=record,
                    probes={p.pod: p for p in probes}, settings=settings, now=now, served=served,
                    sighting=sighting, watching_since=watching_since, last_primary=last_primary, lease=lease,
-                   lease_held=lease_held, lease_members=lease_members)
+                   lease_held=lease_held, lease_members=lease_members, lease_still=lease_still)
 
 
 # ---------------------------------------------------------------- the choice of a replica
@@ -269,6 +269,44 @@ def test_a_fenced_pod_whose_node_never_answers_is_taken_for_stopped_once_the_lea
     # A lease that still names the old primary (or none could be read) is no evidence of anything.
     assert actions(LeaseFacts("db-0", ("db-0", "db-1"), "7"), 3600) == detached_to(1, facts)
     assert actions(None, 3600) == detached_to(1, facts)
+
+
+def test_a_ready_primary_that_is_silent_and_renews_its_lease_no_more_is_failed_over_without_the_node_grace():
+    """Its node is lost or cut off: the API still calls its pod ready (the node controller says otherwise 40 s
+    and more later), but its server does not answer and the lease it renews every 2 s stood still for two
+    renewals. failoverDelay counts from when the lease stopped changing."""
+    lost = [pod(0, role="primary"), pod(1), pod(2)]
+    facts = [Unreachable("db-0", "no answer in time"), replica_facts(1, 1000), replica_facts(2, 990)]
+    held = LeaseFacts("db-0", ("db-0=", "db-1=", "db-2="), "7")
+    sighting = Sighting("db-0", NOW - timedelta(seconds=5), 1000, 1, {"db-1": 1000, "db-2": 990})
+
+    def decided(still: float, probes: list[Any] = facts, lease: LeaseFacts | None = held,
+                settings: HaSettings = SETTINGS) -> Any:
+        return plan(members(lost, probes, lease=lease, lease_still=still, sighting=sighting, settings=settings,
+                            watching_since=NOW - timedelta(seconds=still)))
+
+    failing = decided(STILL_SECONDS + SETTINGS.failover_delay)
+    [record] = [a.record for a in failing.actions if isinstance(a, RecordPrimary)]
+    assert (record.primary, record.previous, record.reason) == ("db-1", "db-0", FAILOVER)
+    assert "db-0 does not answer and has not renewed the primary lease for" in failing.message
+    # Silent, but not for failoverDelay yet: it waits, counting from when the lease stopped changing.
+    waiting = decided(STILL_SECONDS + 1, settings=dataclasses.replace(SETTINGS, failover_delay=10))
+    assert waiting.state == WAITING and not waiting.actions and "failoverDelay (10s)" in waiting.message
+    assert waiting.recheck == 5
+    # The lease moved a moment ago (the primary renews it; the operator alone cannot reach it): it serves, and
+    # the operator looks again once the lease could have stood still long enough.
+    renewing = decided(1.0)
+    assert renewing.state == SERVING and not [a for a in renewing.actions if isinstance(a, RecordPrimary)]
+    assert renewing.recheck == STILL_SECONDS - 1.0 + 0.5
+    # Its server answers: whatever the lease, it serves.
+    answering = decided(60.0, probes=[primary_facts(0), replica_facts(1, 1000), replica_facts(2, 990)])
+    assert answering.state == SERVING and answering.recheck is None
+    # The lease names another pod (a move under way), or none was read: no evidence of a silent primary.
+    assert decided(60.0, lease=LeaseFacts("db-1", held.members, "8")).state == SERVING
+    assert decided(60.0, lease=None).state == SERVING
+    # A server that says it recovers from a crash is alive: no silence.
+    recovering = [Unreachable("db-0", "FATAL: the database system is in recovery mode"), *facts[1:]]
+    assert decided(60.0, probes=recovering).state == SERVING
 
 
 def test_the_lease_names_the_recorded_primary_and_the_pods_first_in_a_failover_and_while_it_serves():

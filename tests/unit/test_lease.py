@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from mydb_operator.desired.lease import lease_body
-from mydb_operator.model.lease import LeaseFacts, lease_members, parse_lease, seen, held_for
+from mydb_operator.model.lease import LeaseFacts, held_for, lease_members, parse_lease, seen, still_for
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
@@ -41,3 +41,15 @@ def test_the_holder_is_counted_from_when_this_operator_first_saw_it_named_whatev
     assert held_for(moved, NOW + timedelta(seconds=9)) == 1
     assert held_for(seen(None, None, NOW), NOW + timedelta(seconds=3)) == 3  # no lease: none named
     assert held_for(None, NOW) == 0  # never read: no evidence of anything
+
+
+def test_the_lease_is_still_from_when_this_operator_last_saw_its_resource_version_change():
+    """A holder renews every RENEW_SECONDS (a write, a new resourceVersion): a lease that stays the same is one
+    nobody renews, by the operator's own clock."""
+    first = seen(None, LeaseFacts("db-0", (), "4"), NOW)
+    same = seen(first, LeaseFacts("db-0", (), "4"), NOW + timedelta(seconds=3))
+    assert still_for(same, NOW + timedelta(seconds=5)) == 5
+    renewed = seen(same, LeaseFacts("db-0", (), "5"), NOW + timedelta(seconds=6))
+    assert still_for(renewed, NOW + timedelta(seconds=7)) == 1
+    assert held_for(renewed, NOW + timedelta(seconds=7)) == 7  # the holder's moment is kept
+    assert still_for(None, NOW) == 0

@@ -26,6 +26,10 @@ FENCE_SECONDS = 6
 # FENCE_SECONDS (the former holder renews no more once it is not named, and its peers vouch for it no longer
 # than that), and a margin for the fast shutdown itself and the requests in flight.
 HANDOVER_SECONDS = FENCE_SECONDS + 2.0
+# A holder renews every RENEW_SECONDS: a Lease that has not changed for two renewals, while its holder's server
+# does not answer either, is a primary whose node is lost or cut off, though the API may still call its pod
+# ready (the node controller says otherwise only after its grace, 40 s and more).
+STILL_SECONDS = 2 * RENEW_SECONDS
 
 
 @dataclass(frozen=True)
@@ -37,12 +41,13 @@ class LeaseFacts:
 
 @dataclass(frozen=True)
 class LeaseSighting:
-    """The Lease as this operator last read it, and since when it has named its holder (the operator's own
-    clock: client-go's leader election judges a lease by when it saw it change, never by a time written in
-    it). The holder's renewals change the Lease, not that moment."""
+    """The Lease as this operator last read it, since when it has named its holder, and since when it has not
+    changed (the operator's own clock: client-go's leader election judges a lease by when it saw it change,
+    never by a time written in it). The holder's renewals change the Lease, not the holder's moment."""
 
     facts: LeaseFacts | None
     holder_since: datetime
+    changed_at: datetime
 
 
 def lease_members(release: str, count: int, pods: Iterable[dict[str, Any]]) -> tuple[str, ...]:
@@ -65,12 +70,21 @@ def parse_lease(lease: dict[str, Any] | None) -> LeaseFacts | None:
 
 
 def seen(before: LeaseSighting | None, facts: LeaseFacts | None, now: datetime) -> LeaseSighting:
-    """The sighting after reading FACTS at NOW: the same holder keeps the moment it was first seen."""
-    if before is not None and before.facts is not None and facts is not None and before.facts.holder == facts.holder:
-        return LeaseSighting(facts, before.holder_since)
-    return LeaseSighting(facts, now)
+    """The sighting after reading FACTS at NOW: the same holder keeps the moment it was first seen, the same
+    resourceVersion the moment it was."""
+    known = before.facts if before is not None else None
+    if before is None or known is None or facts is None:
+        return LeaseSighting(facts, now, now)
+    since = before.holder_since if known.holder == facts.holder else now
+    changed = before.changed_at if known.resource_version == facts.resource_version else now
+    return LeaseSighting(facts, since, changed)
 
 
 def held_for(sighting: LeaseSighting | None, now: datetime) -> float:
     """Seconds the Lease has named its holder, as far as this operator saw (0: never read)."""
     return 0.0 if sighting is None else (now - sighting.holder_since).total_seconds()
+
+
+def still_for(sighting: LeaseSighting | None, now: datetime) -> float:
+    """Seconds the Lease has not changed, as far as this operator saw (0: never read)."""
+    return 0.0 if sighting is None else (now - sighting.changed_at).total_seconds()

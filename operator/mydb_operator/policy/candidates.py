@@ -18,7 +18,7 @@ from .. import names
 from ..model.instances import InstanceFacts, Unreachable, lsn_text
 from ..model.pods import role_label
 from ..model.sighting import Sighting
-from .members import Members, serving, unavailable_since, why_not_serving
+from .members import Members, outage_began, serving, why_not_serving
 
 # The primary's position must have been read at most this long before it stopped serving. The operator reads it
 # every SIGHTING_INTERVAL_SECONDS (reconcile/topology.py) while replicas stream asynchronously; the margin is
@@ -37,9 +37,9 @@ def ranked(candidates: list[InstanceFacts]) -> list[InstanceFacts]:
 
 
 def outage_start(members: Members, primary: str) -> datetime:
-    """When PRIMARY stopped serving, as far as the API tells: its pod's deletion or unreadiness, else the
-    moment the database left Ready, else now."""
-    return unavailable_since(members.pod(primary)) or members.down_since or members.now
+    """When PRIMARY stopped serving: its pod's deletion or unreadiness (or its lease's stillness, members.silent),
+    else the moment the database left Ready, else now."""
+    return outage_began(members, primary) or members.down_since or members.now
 
 
 def choose_replica(members: Members, exclude: str) -> InstanceFacts | Refusal:

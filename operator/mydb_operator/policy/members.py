@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import names
 from ..model.instances import InstanceFacts, Probe, Unreachable
-from ..model.lease import HANDOVER_SECONDS, LeaseFacts
+from ..model.lease import HANDOVER_SECONDS, STILL_SECONDS, LeaseFacts
 from ..model.pods import is_ready
 from ..model.record import PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting
@@ -49,6 +49,7 @@ class Members:
     # The primary lease (model/lease.py) as read in this pass, and how long this operator has seen it name its holder.
     lease: LeaseFacts | None = None
     lease_held: float = 0.0
+    lease_still: float = 0.0  # seconds the lease has not changed (its holder renews it every few seconds)
     lease_members: tuple[str, ...] = ()  # the database's pods, as the lease should name them ((): no lease kept)
 
     @property
@@ -170,7 +171,36 @@ def recovering_in_place(probe: Probe | None) -> bool:
     return isinstance(probe, Unreachable) and any(words in probe.error for words in RECOVERING_WORDS)
 
 
-def why_not_serving(pod: Object | None, name: str) -> str:
+def silent(members: Members, name: str) -> bool:
+    """NAME holds the primary lease, has not renewed it for STILL_SECONDS, and its server did not answer this
+    pass: its node is lost or cut off, whatever the API still says of its pod (the kubelet that would say it
+    is not ready is gone or cut off with it). A server that answers, or says it recovers, is not silent; an
+    operator cut off from the server alone sees the lease renewed."""
+    probe = members.probes.get(name)
+    lease = members.lease
+    return (
+        isinstance(probe, Unreachable)
+        and not recovering_in_place(probe)
+        and lease is not None
+        and lease.holder == name
+        and members.lease_still >= STILL_SECONDS
+    )
+
+
+def primary_serves(members: Members) -> bool:
+    """The recorded primary's pod is ready, and its server is not silent (silent)."""
+    return serving(members.pod(members.primary)) and not silent(members, members.primary)
+
+
+def outage_began(members: Members, name: str) -> datetime | None:
+    """When NAME stopped serving: its pod's deletion or unreadiness, or, for a silent primary, when its lease
+    stopped changing."""
+    if silent(members, name):
+        return members.now - timedelta(seconds=members.lease_still)
+    return unavailable_since(members.pod(name))
+
+
+def why_not_serving(pod: Object | None, name: str, members: Members | None = None) -> str:
     """Why NAME does not serve, and on which node: a failover's Event names where it came from."""
     if pod is None:
         return f"{name} is gone"
@@ -178,6 +208,11 @@ def why_not_serving(pod: Object | None, name: str) -> str:
     where = f" on node {node}" if node else ""
     if deleting(pod):
         return f"{name}{where} is being deleted"
+    if members is not None and silent(members, name):
+        return (
+            f"{name}{where} does not answer and has not renewed the primary lease for {members.lease_still:.0f}s "
+            "(its node is lost or cut off)"
+        )
     return f"{name}{where} is not ready"
 
 

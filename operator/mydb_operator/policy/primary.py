@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 
 from .. import names
-from ..model.instances import InstanceFacts, with_value
+from ..model.instances import InstanceFacts, Unreachable, with_value
+from ..model.lease import STILL_SECONDS
 from ..model.pods import role_label
 from ..model.record import FAILOVER, RESTART, SWITCHOVER, PrimaryRecord
 from ..model.timestamps import parse_time, rfc3339
@@ -53,13 +54,13 @@ from .members import (
     answers_as_primary,
     deleting,
     made_after,
+    outage_began,
+    primary_serves,
     probe_interrupted,
     recovering_in_place,
-    serving,
     starting_since,
     stopped,
     uid_of,
-    unavailable_since,
     why_not_serving,
 )
 from .slots import slot_actions
@@ -97,7 +98,7 @@ def decide(members: Members) -> Plan:
     facts = members.facts(target)
     if facts is not None and facts.in_recovery:
         return promotion(members)
-    if serving(members.pod(target)):
+    if primary_serves(members):
         return steady(members)
     return primary_down(members)
 
@@ -130,7 +131,16 @@ def steady(members: Members) -> Plan:
     record, facts = members.record, members.facts(target)
     if record is not None and not record.promoted_at and facts is not None:
         actions.append(RecordPrimary(dataclasses.replace(record, promoted_at=rfc3339(members.now))))
-    return Plan(tuple(actions), SERVING)
+    return Plan(tuple(actions), SERVING, recheck=silence_recheck(members))
+
+
+def silence_recheck(members: Members) -> float | None:
+    """Seconds until a primary that did not answer this pass, and holds a lease that has not changed since, is
+    silent (members.silent) unless it renews meanwhile; None when it answered or the lease moves."""
+    target, lease = members.primary, members.lease
+    if not isinstance(members.probes.get(target), Unreachable) or lease is None or lease.holder != target:
+        return None
+    return max(0.5, STILL_SECONDS - members.lease_still + 0.5)
 
 
 def lease_kept(members: Members, holder: str) -> list[Action]:
@@ -167,7 +177,7 @@ def primary_down(members: Members) -> Plan:
     """The recorded primary does not serve: wait out failoverDelay, then record the best replica."""
     target = members.primary
     pod = members.pod(target)
-    why = why_not_serving(pod, target)
+    why = why_not_serving(pod, target, members)
     if not members.served:
         return Plan((), STARTING, f"waiting for the primary {target} to serve: {why}")
     if target in members.full:
@@ -200,7 +210,7 @@ def primary_down(members: Members) -> Plan:
         # answer, asked now, wins. Failing over from it would make two primaries and may lose its commits.
         message = f"the primary {why}, but its server answers as the primary: it stays the primary"
         return Plan((), WAITING, message, RECHECK_SECONDS * 2)
-    since = unavailable_since(pod) or members.down_since or members.now
+    since = outage_began(members, target) or members.down_since or members.now
     waited = (members.now - since).total_seconds()
     if recovering_in_place(members.probes.get(target)) and waited < CRASH_RECOVERY_GRACE_SECONDS:
         # Its postmaster lives and replays its own WAL (a backend was killed, the OOM killer): it serves again

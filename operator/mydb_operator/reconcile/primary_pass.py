@@ -17,7 +17,7 @@ from ..desired.lease import lease_body
 from ..desired.record import record_configmap
 from ..instances import commands
 from ..model.instances import Probe
-from ..model.lease import LeaseFacts, LeaseSighting, held_for, parse_lease, seen
+from ..model.lease import LeaseFacts, LeaseSighting, held_for, parse_lease, seen, still_for
 from ..model.pods import role_label
 from ..model.record import FAILOVER, REBUILT, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting, latest, sighting_of
@@ -241,6 +241,7 @@ class Pass:
             was_full=was_full,
             lease=self.lease.facts if self.lease is not None else None,
             lease_held=held_for(self.lease, now),
+            lease_still=still_for(self.lease, now),
             lease_members=self.lease_members,
         )
 
