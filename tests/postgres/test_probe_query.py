@@ -65,3 +65,38 @@ def test_a_primary_in_crash_recovery_says_so_in_the_words_the_operator_waits_for
         time.sleep(0.02)
     assert said, f"no connection was refused with the recovery's words: {heard}"
     assert pod.sql("SELECT count(*) FROM t") == "300000"
+
+
+def test_a_standby_without_its_primary_says_the_newest_timeline_it_has_the_history_of(request, machine, rendered):
+    """A standby that followed a promotion (fetching the new timeline's history first) and lost that primary too
+    has no WAL receiver to ask: its last checkpoint still names the old timeline until its next restartpoint, so
+    the probe takes the newest history file in pg_wal (a second failover soon after a first found every replica
+    "on timeline 1" and promoted none)."""
+    import time
+
+    from .harness import DatabasePod
+
+    own = machine.sibling("timeline")
+    first, second = DatabasePod(own, rendered, 0), DatabasePod(own, rendered, 1)
+    request.addfinalizer(second.stop)
+    request.addfinalizer(first.stop)
+    first.start()
+    second.start()
+    query = "select row_to_json(facts) from ({}) facts".format(
+        FACTS.replace("$1", "'mydb_archive'").replace("$2", "'mydb_replica_'"))
+
+    def timeline() -> tuple[int, str | None]:
+        row = json.loads(own.psql(second.ip, query).stdout)
+        return row["timeline"], row["receiver"]
+
+    deadline = time.monotonic() + 30
+    while timeline() != (1, "streaming") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert timeline() == (1, "streaming")
+    first.stop()
+    while timeline()[1] is not None and time.monotonic() < deadline + 30:
+        time.sleep(0.2)
+    assert timeline() == (1, None)  # no history of another timeline: its checkpoint's
+    history = second.pgdata / "pg_wal" / "00000002.history"
+    history.write_text("1\t0/3000000\tno recovery target specified\n")
+    assert timeline() == (2, None)

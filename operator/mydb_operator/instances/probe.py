@@ -12,11 +12,17 @@ from .connection import CONNECT_SECONDS, FAILURES, Login, Server, failure_text, 
 
 # pg_lsn values go out as byte offsets (pg_wal_lsn_diff from 0/0): plain numbers to compare. The data kept aside
 # beside PGDATA (entrypoint.sh: diverged-*) is listed from the data directory's parent, the pod's volume.
+# A standby's timeline is its WAL receiver's; with none (its primary just went), the newest timeline it has the
+# history of: a standby that followed a promotion fetched that history first, while its last checkpoint's
+# timeline stays the old one until its next restartpoint (minutes), and a second failover in between would take
+# every replica for one left behind on the old timeline.
 FACTS = """
 select pg_is_in_recovery() as in_recovery,
   case when pg_is_in_recovery()
     then coalesce((select received_tli from pg_stat_wal_receiver),
-                  (select timeline_id from pg_control_checkpoint()))
+                  greatest((select timeline_id from pg_control_checkpoint()),
+                           (select max(('x' || substr(name, 1, 8))::bit(32)::int) from pg_ls_waldir()
+                            where name ~ '^[0-9A-F]{8}[.]history$')))
     else ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int
   end as timeline,
   pg_wal_lsn_diff(case when pg_is_in_recovery()
