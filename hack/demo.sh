@@ -92,7 +92,11 @@ done
 kubectl wait --for=condition=Ready mydb/production-db --timeout=60s
 echo "production-db Ready $(( SECONDS - APPLIED )) s after kubectl apply"
 
-step "what the operator made"
+step "the database, its primary and the node it runs on (kubectl get mydb -o wide), and the real nodes"
+kubectl get mydb production-db -o wide
+kubectl get nodes -l node.mydb.local/real=true -o wide
+
+step "what the operator made: one member on each real node"
 kubectl get statefulset,pods,svc,pvc,cronjob -l app.kubernetes.io/instance=production-db -o wide \
   -L myapp.example.com/role
 

@@ -276,7 +276,9 @@ def test_a_ready_primary_that_is_silent_and_renews_its_lease_no_more_is_failed_o
     and more later), but its server does not answer and the lease it renews every 2 s stood still for two
     renewals. failoverDelay counts from when the lease stopped changing."""
     lost = [pod(0, role="primary"), pod(1), pod(2)]
-    facts = [Unreachable("db-0", "no answer in time"), replica_facts(1, 1000), replica_facts(2, 990)]
+    # Their receivers gave up on it (its node is gone): they no longer stream.
+    facts = [Unreachable("db-0", "no answer in time"), replica_facts(1, 1000, receiver="waiting"),
+             replica_facts(2, 990, receiver="waiting")]
     held = LeaseFacts("db-0", ("db-0=", "db-1=", "db-2="), "7")
     sighting = Sighting("db-0", NOW - timedelta(seconds=5), 1000, 1, {"db-1": 1000, "db-2": 990})
 
@@ -288,7 +290,8 @@ def test_a_ready_primary_that_is_silent_and_renews_its_lease_no_more_is_failed_o
     failing = decided(STILL_SECONDS + SETTINGS.failover_delay)
     [record] = [a.record for a in failing.actions if isinstance(a, RecordPrimary)]
     assert (record.primary, record.previous, record.reason) == ("db-1", "db-0", FAILOVER)
-    assert "db-0 does not answer and has not renewed the primary lease for" in failing.message
+    assert "db-0 does not answer, has not renewed the primary lease for 7s and streams to no replica" in (
+        failing.message)
     # Silent, but not for failoverDelay yet: it waits, counting from when the lease stopped changing.
     waiting = decided(STILL_SECONDS + 1, settings=dataclasses.replace(SETTINGS, failover_delay=10))
     assert waiting.state == WAITING and not waiting.actions and "failoverDelay (10s)" in waiting.message
@@ -298,6 +301,10 @@ def test_a_ready_primary_that_is_silent_and_renews_its_lease_no_more_is_failed_o
     renewing = decided(1.0)
     assert renewing.state == SERVING and not [a for a in renewing.actions if isinstance(a, RecordPrimary)]
     assert renewing.recheck == STILL_SECONDS - 1.0 + 0.5
+    # A replica still streams from it: it serves them, and its clients beside them (cut off from the operator
+    # and the API server only, as in a node blip); the replicas vouch for it.
+    streaming = [facts[0], replica_facts(1, 1000), facts[2]]
+    assert decided(60.0, probes=streaming).state == SERVING
     # Its server answers: whatever the lease, it serves.
     answering = decided(60.0, probes=[primary_facts(0), replica_facts(1, 1000), replica_facts(2, 990)])
     assert answering.state == SERVING and answering.recheck is None

@@ -172,10 +172,13 @@ def recovering_in_place(probe: Probe | None) -> bool:
 
 
 def silent(members: Members, name: str) -> bool:
-    """NAME holds the primary lease, has not renewed it for STILL_SECONDS, and its server did not answer this
-    pass: its node is lost or cut off, whatever the API still says of its pod (the kubelet that would say it
-    is not ready is gone or cut off with it). A server that answers, or says it recovers, is not silent; an
-    operator cut off from the server alone sees the lease renewed."""
+    """NAME holds the primary lease, has not renewed it for STILL_SECONDS, its server did not answer this pass,
+    and no replica that did says it streams from it: its node is lost or cut off, whatever the API still says
+    of its pod (the kubelet that would say it is not ready is gone or cut off with it). A server that answers,
+    or says it recovers, is not silent; an operator cut off from the server alone sees the lease renewed; a
+    primary cut off from the operator and the API server but not from its replicas serves them (and its
+    clients beside them), and they vouch for it (the chart's lease.pl): Patroni too promotes no replica while
+    the leader answers its peers."""
     probe = members.probes.get(name)
     lease = members.lease
     return (
@@ -184,6 +187,19 @@ def silent(members: Members, name: str) -> bool:
         and lease is not None
         and lease.holder == name
         and members.lease_still >= STILL_SECONDS
+        and not streamed_from(members, name)
+    )
+
+
+def streamed_from(members: Members, name: str) -> bool:
+    """A replica that answered this pass says its WAL receiver streams from NAME."""
+    host = names.pod_host(members.namespace, members.release, name)
+    return any(
+        isinstance(probe, InstanceFacts)
+        and probe.in_recovery
+        and probe.receiver == "streaming"
+        and probe.upstream == host
+        for probe in members.probes.values()
     )
 
 
@@ -210,8 +226,8 @@ def why_not_serving(pod: Object | None, name: str, members: Members | None = Non
         return f"{name}{where} is being deleted"
     if members is not None and silent(members, name):
         return (
-            f"{name}{where} does not answer and has not renewed the primary lease for {members.lease_still:.0f}s "
-            "(its node is lost or cut off)"
+            f"{name}{where} does not answer, has not renewed the primary lease for {members.lease_still:.0f}s and "
+            "streams to no replica (its node is lost or cut off)"
         )
     return f"{name}{where} is not ready"
 

@@ -135,12 +135,13 @@ def steady(members: Members) -> Plan:
 
 
 def silence_recheck(members: Members) -> float | None:
-    """Seconds until a primary that did not answer this pass, and holds a lease that has not changed since, is
-    silent (members.silent) unless it renews meanwhile; None when it answered or the lease moves."""
+    """Seconds until a primary that did not answer this pass, and holds a lease that has not changed since, may be
+    silent (members.silent) unless it renews meanwhile, or its replicas' receivers give up on it; None when it
+    answered or the lease moves."""
     target, lease = members.primary, members.lease
     if not isinstance(members.probes.get(target), Unreachable) or lease is None or lease.holder != target:
         return None
-    return max(0.5, STILL_SECONDS - members.lease_still + 0.5)
+    return max(RECHECK_SECONDS, STILL_SECONDS - members.lease_still + 0.5)
 
 
 def lease_kept(members: Members, holder: str) -> list[Action]:
