@@ -1,15 +1,17 @@
-"""Failover and switchover on the real node: how long clients cannot write.
+"""Failover and switchover on the real nodes: how long clients cannot write.
 
-    .venv/bin/python -m bench.failover [--trials 5] [--kinds hang,delete,lost,switchover,cutoff]   (make bench-failover)
+    .venv/bin/python -m bench.failover [--trials 5] [--kinds hang,delete,lost,switchover,cutoff,nodelost]
+    (make bench-failover)
 
-Needs the local cluster with its real node and the images in its registry (run
+Needs the local cluster with its real nodes and the images in its registry (run
 `make demo` first). In a fresh namespace, an operator from this checkout (the
 platform config of examples/platform-local-node.yaml, leader election off)
 runs a database of 3 pods like the seed's (1Gi volumes, the seed's version),
-and a client pod on the real node commits one row per connection through the
-read-write Service, in a loop, logging each commit's time and server (the e2e
-tests' writer, tests/e2e/primaries.py). Each trial, once the database is Ready
-with both replicas streaming:
+one on each real node, and a client pod on a real node (not the primary's)
+commits one row per connection through the read-write Service, in a loop,
+logging each commit's time and server (the e2e tests' writer,
+tests/e2e/primaries.py). Each trial, once the database is Ready with both
+replicas streaming:
 
 - hang: the primary's postmaster stopped from the host (SIGSTOP), at the
   database's default failoverDelay; the figure is the time from the stop to the
@@ -18,16 +20,20 @@ with both replicas streaming:
   to the first commit on another server (target: 10 s). The pod comes back at
   once, and the operator waits for it rather than fail over (the trial's
   `moved` says which happened);
-- lost: the same with the node cordoned, so the pod cannot come back (a lost
-  node's): a failover; from the delete to the first commit on another server;
+- lost: the same with the primary's node cordoned, so the pod cannot come back
+  (its volume is that node's): a failover; from the delete to the first commit
+  on another server;
 - switchover: the annotation naming the most advanced replica; the longest gap
   between two commits around it (target: under 5 s);
-- cutoff: the primary's pod cut off from everything but loopback and, once the
-  API shows it not ready, its node's kubelet stopped (a node cut off: its kill
-  is never confirmed), with a client on the node writing to it over its unix
-  socket: from the cut to the first commit on another server (target 15 s),
-  to the old primary's last acknowledged write (`cutoff-refused`, target 10 s),
-  and the old primary's writes acknowledged after the new one's first (0).
+- cutoff: the primary's node cut off (`hack/cluster.py node cut`: its link
+  down; its pods reach only each other), with a client on the node writing to
+  the old primary over its unix socket: from the cut to the first commit on
+  another server (target 15 s), to the old primary's last acknowledged write
+  (`cutoff-refused`, target 10 s), and the old primary's writes acknowledged
+  after the new one's first (0); then the node is brought back;
+- nodelost: the primary's node lost (`hack/cluster.py node lose`: a power cut,
+  its processes and containers killed, its link down): from the loss to the
+  first commit on another server (target 15 s); then the node is brought back.
 
 Median, min and max of the trials go to stdout and, with every trial, to a JSON
 file in --out. CloudNativePG's published budgets are the figures to beat: 10 s
@@ -60,11 +66,18 @@ from .real_node import platform_config
 from .setup import bin_dir
 
 sys.path.insert(0, str(REPO / "tests"))
-from e2e import primaries  # the e2e tests' writer and process tools, under tests/
+from e2e import nodes, primaries  # the e2e tests' writer, process and node tools, under tests/
 
 NAME = "bench-ha"
-TARGETS = {"hang": 15.0, "delete": 10.0, "lost": 10.0, "switchover": 5.0, "cutoff": 15.0, "cutoff-refused": 10.0}
-NODE_NAME = "mydb-real-node"
+TARGETS = {
+    "hang": 15.0,
+    "delete": 10.0,
+    "lost": 10.0,
+    "switchover": 5.0,
+    "cutoff": 15.0,
+    "cutoff-refused": 10.0,
+    "nodelost": 15.0,
+}
 
 
 @dataclass
@@ -114,9 +127,27 @@ def settled(cluster: Cluster, namespace: str) -> str:
     return primary
 
 
-def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer) -> dict[str, Any]:
+def trial(cluster: Cluster, namespace: str, kind: str) -> dict[str, Any]:
     primary = settled(cluster, namespace)
     address = primaries.pod_ip(cluster, namespace, primary)
+    node = nodes.node_of(cluster, namespace, primary)
+    # A client away from the primary's node, which a trial may lose or cut off.
+    writer = primaries.Writer(cluster, namespace, NAME, away_from=node.name)
+    try:
+        return measured(cluster, namespace, kind, primary, address, node, writer)
+    finally:
+        writer.halt()
+
+
+def measured(
+    cluster: Cluster,
+    namespace: str,
+    kind: str,
+    primary: str,
+    address: str,
+    node: Any,
+    writer: primaries.Writer,
+) -> dict[str, Any]:
     started = time.time()
     if kind == "hang":
         pid = primaries.postgres_pid(cluster, namespace, primary)
@@ -129,14 +160,17 @@ def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer)
         cluster.kubectl("delete", "pod", "-n", namespace, primary, "--grace-period=1", "--wait=false")
         wait("a commit on another server", lambda: writer.first_after(started, address), 120)
     elif kind == "lost":
-        cluster.kubectl("cordon", NODE_NAME)  # the deleted pod cannot come back: a lost node's
+        cluster.kubectl("cordon", node.name)  # the deleted pod cannot come back: a lost node's
         try:
             cluster.kubectl("delete", "pod", "-n", namespace, primary, "--grace-period=1", "--wait=false")
             wait("a commit on another server", lambda: writer.first_after(started, address), 120)
         finally:
-            cluster.kubectl("uncordon", NODE_NAME)
+            cluster.kubectl("uncordon", node.name)
     elif kind == "cutoff":
-        return cut_off_trial(cluster, namespace, primary, address, writer)
+        return cut_off_trial(cluster, namespace, primary, address, node, writer)
+    elif kind == "nodelost":
+        with nodes.node_fault("lose", node) as started:
+            wait("a commit on another server", lambda: writer.first_after(started, address), 180)
     else:
         replicas = [i for i in cluster.status(namespace)["instances"] if i["name"] != primary]
         target = min(replicas, key=lambda i: i.get("lagBytes", 0))["name"]
@@ -159,26 +193,17 @@ def trial(cluster: Cluster, namespace: str, kind: str, writer: primaries.Writer)
 
 
 def cut_off_trial(
-    cluster: Cluster, namespace: str, primary: str, address: str, writer: primaries.Writer
+    cluster: Cluster, namespace: str, primary: str, address: str, node: Any, writer: primaries.Writer
 ) -> dict[str, Any]:
-    """The primary's pod cut off (its network drops everything but loopback), its node's kubelet stopped once
-    the API shows it not ready (a node cut off from the control plane: the kill is never confirmed), a client
-    on the node writing to it over its unix socket. Figures: from the cut to the first commit through the
-    Service on another server, to the old primary's last acknowledged write, and how many of its writes were
-    acknowledged after the new primary's first (the lease's promise: none)."""
+    """The primary's node cut off (its link down: the kill is never confirmed), a client on the node writing to
+    the old primary over its unix socket. Figures: from the cut to the first commit through the Service on
+    another server, to the old primary's last acknowledged write, and how many of its writes were acknowledged
+    after the new primary's first (the lease's promise: none)."""
     postmaster = primaries.postgres_pid(cluster, namespace, primary)
     local = primaries.LocalWriter(postmaster)
-
-    def not_ready() -> bool:
-        pod = json.loads(cluster.kubectl("get", "pod", "-n", namespace, primary, "-o", "json").stdout)
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        return not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-    with primaries.cut_off(postmaster) as started:
-        wait("the primary not ready in the API", not_ready, 60)
-        with primaries.stopped(primaries.cluster_pid(cluster, "kubelet")):
-            wait("a commit on another server", lambda: writer.first_after(started, address, from_node=True), 120)
-            first = writer.first_after(started, address, from_node=True)
+    with nodes.node_fault("cut", node) as started:
+        wait("a commit on another server", lambda: writer.first_after(started, address), 180)
+        first = writer.first_after(started, address)
     local.stop()
     assert first is not None
     acknowledged = local.acknowledged()
@@ -194,10 +219,10 @@ def cut_off_trial(
 
 def summary(trials: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     figures = {}
-    measured = [(kind, kind, "longest_gap" if kind == "switchover" else "first_commit_elsewhere") for kind in trials]
+    figured = [(kind, kind, "longest_gap" if kind == "switchover" else "first_commit_elsewhere") for kind in trials]
     if "cutoff" in trials:
-        measured.append(("cutoff-refused", "cutoff", "refused_writes_after"))
-    for name, kind, key in measured:
+        figured.append(("cutoff-refused", "cutoff", "refused_writes_after"))
+    for name, kind, key in figured:
         found = trials[kind]
         values = sorted(float(t[key]) for t in found)
         median = stats.percentile(values, 50)
@@ -217,7 +242,9 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m bench.failover", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trials", type=int, default=5, help="trials of each kind (default 5)")
-    parser.add_argument("--kinds", default="hang,delete,lost,switchover,cutoff", help="which kinds, comma-separated")
+    parser.add_argument(
+        "--kinds", default="hang,delete,lost,switchover,cutoff,nodelost", help="which kinds, comma-separated"
+    )
     parser.add_argument("--out", default=str(REPO / "bench-results"), help="folder for the JSON results")
     ctx = parser.parse_args(argv)
     cluster_dir = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO / ".cluster"))
@@ -253,13 +280,11 @@ def main(argv: list[str] | None = None) -> None:
         }
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
         settled(cluster, namespace)
-        writer = primaries.Writer(cluster, namespace, NAME)
         for number in range(1, ctx.trials + 1):
             for kind in kinds:
-                result = trial(cluster, namespace, kind, writer)
+                result = trial(cluster, namespace, kind)
                 log(f"trial {number} {kind}: {result}")
                 trials[kind].append(result)
-        writer.halt()
     finally:
         cluster.kubectl("delete", "-n", namespace, "mydb", NAME, "--wait=true", "--timeout=120s", check=False)
         operator.stop()
