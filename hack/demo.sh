@@ -150,15 +150,16 @@ kubectl get mydb production-db -o jsonpath='{"archive: "}{.status.backup.archive
 cat <<EOM
 
 production-db is Ready on real pods ($(( SECONDS - START )) s for this run). Still running, until you stop them:
-the local cluster in ${CLUSTER_DIR} (etcd, the API server, controllers, kwok nodes, the real node with
-containerd, the kubelet, CoreDNS and the registry on ${REGISTRY}), and in it the operator Deployment
-${OPERATOR_NS}/${RELEASE} and production-db's three PostgreSQL pods. Try:
+the local cluster in ${CLUSTER_DIR} (etcd, the API server, controllers, kwok nodes, three real nodes each
+with its containerd, kubelet, kube-proxy and kube-router, CoreDNS and the registry on ${REGISTRY}), and in it
+the operator Deployment ${OPERATOR_NS}/${RELEASE} and production-db's three PostgreSQL pods. Try:
   export KUBECONFIG=${KUBECONFIG} PATH=${BIN}:\$PATH
   kubectl exec -it production-db-0 -c postgres -- env PGSSLROOTCERT=/etc/mydatabase/tls/ca.crt \
     psql "\$(kubectl get secret production-db-app -o jsonpath='{.data.uri}' | base64 -d)"
   kubectl scale mydb/production-db --replicas=5 && kubectl get mydb -w
   kubectl -n ${OPERATOR_NS} logs deploy/${RELEASE}
   kubectl delete mydb production-db      # PVCs and the credentials Secret are kept (deletionPolicy Retain)
+  python3 hack/cluster.py node lose 2    # a power cut of real node 2 (also freeze, cut, drain); node back 2 ends it
   # a copy of production-db as it was a minute ago (docs/backups.md):
   kubectl apply -f - <<<'{"apiVersion": "myapp.example.com/v1", "kind": "MyDatabase", "metadata": {"name": "copy"},
     "spec": {"replicas": 1, "version": "15.2", "storage": "1Gi",
