@@ -83,7 +83,7 @@ def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRec
             served: bool = True, settings: HaSettings = SETTINGS, reference: int | None = None,
             now: datetime = NOW, sighting: Any = SEEN, watching_since: Any = SEEN,
             last_primary: str | None = None, lease: LeaseFacts | None = None, lease_held: float = 0.0,
-            lease_members: tuple[str, ...] = (), lease_still: float = 0.0) -> Members:
+            lease_members: tuple[str, ...] = (), lease_still: float = 0.0, lease_renewed: bool = False) -> Members:
     """The database as the decisions see it. Unless told otherwise, the operator read the recorded primary's
     position (REFERENCE, else 0) just as it stopped serving, with every replica that answered streaming, and
     has watched it down since then."""
@@ -103,7 +103,8 @@ def members(pods: list[dict[str, Any]], probes: list[Any], *, record: PrimaryRec
     return Members(namespace="ns", release="db", pods=tuple(pods), record=record,
                    probes={p.pod: p for p in probes}, settings=settings, now=now, served=served,
                    sighting=sighting, watching_since=watching_since, last_primary=last_primary, lease=lease,
-                   lease_held=lease_held, lease_members=lease_members, lease_still=lease_still)
+                   lease_held=lease_held, lease_members=lease_members, lease_still=lease_still,
+                   lease_renewed=lease_renewed)
 
 
 # ---------------------------------------------------------------- the choice of a replica
@@ -283,9 +284,9 @@ def test_a_ready_primary_that_is_silent_and_renews_its_lease_no_more_is_failed_o
     sighting = Sighting("db-0", NOW - timedelta(seconds=5), 1000, 1, {"db-1": 1000, "db-2": 990})
 
     def decided(still: float, probes: list[Any] = facts, lease: LeaseFacts | None = held,
-                settings: HaSettings = SETTINGS) -> Any:
+                settings: HaSettings = SETTINGS, renewed: bool = True) -> Any:
         return plan(members(lost, probes, lease=lease, lease_still=still, sighting=sighting, settings=settings,
-                            watching_since=NOW - timedelta(seconds=still)))
+                            watching_since=NOW - timedelta(seconds=still), lease_renewed=renewed))
 
     failing = decided(STILL_SECONDS + SETTINGS.failover_delay)
     [record] = [a.record for a in failing.actions if isinstance(a, RecordPrimary)]
@@ -311,6 +312,10 @@ def test_a_ready_primary_that_is_silent_and_renews_its_lease_no_more_is_failed_o
     # The lease names another pod (a move under way), or none was read: no evidence of a silent primary.
     assert decided(60.0, lease=LeaseFacts("db-1", held.members, "8")).state == SERVING
     assert decided(60.0, lease=None).state == SERVING
+    # A lease this operator never saw renewed (simulated pods, whose servers never answer; a pod without
+    # lease.pl; an operator that started since) says nothing by standing still.
+    never = decided(600.0, renewed=False)
+    assert never.state == SERVING and never.recheck is None
     # A server that says it recovers from a crash is alive: no silence.
     recovering = [Unreachable("db-0", "FATAL: the database system is in recovery mode"), *facts[1:]]
     assert decided(60.0, probes=recovering).state == SERVING

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from mydb_operator.desired.lease import lease_body
-from mydb_operator.model.lease import LeaseFacts, held_for, lease_members, parse_lease, seen, still_for
+from mydb_operator.model.lease import LeaseFacts, held_for, lease_members, parse_lease, seen, still_for, written
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
@@ -49,7 +49,20 @@ def test_the_lease_is_still_from_when_this_operator_last_saw_its_resource_versio
     first = seen(None, LeaseFacts("db-0", (), "4"), NOW)
     same = seen(first, LeaseFacts("db-0", (), "4"), NOW + timedelta(seconds=3))
     assert still_for(same, NOW + timedelta(seconds=5)) == 5
+    assert not same.renewed  # nobody renewed it yet
     renewed = seen(same, LeaseFacts("db-0", (), "5"), NOW + timedelta(seconds=6))
-    assert still_for(renewed, NOW + timedelta(seconds=7)) == 1
+    assert still_for(renewed, NOW + timedelta(seconds=7)) == 1 and renewed.renewed
     assert held_for(renewed, NOW + timedelta(seconds=7)) == 7  # the holder's moment is kept
     assert still_for(None, NOW) == 0
+
+
+def test_the_operators_own_write_is_no_renewal():
+    """A simulated pod renews nothing: the operator's own writes (the members' addresses) must not count."""
+    mine = written(None, LeaseFacts("db-0", ("db-0=",), "4"), NOW)
+    again = written(mine, LeaseFacts("db-0", ("db-0=198.18.131.10",), "5"), NOW + timedelta(seconds=2))
+    assert not again.renewed and still_for(again, NOW + timedelta(seconds=3)) == 1
+    assert not seen(again, LeaseFacts("db-0", again.facts.members, "5"), NOW + timedelta(seconds=9)).renewed
+    renewed = seen(again, LeaseFacts("db-0", again.facts.members, "6"), NOW + timedelta(seconds=9))
+    assert renewed.renewed and written(renewed, LeaseFacts("db-0", (), "7"), NOW + timedelta(seconds=10)).renewed
+    moved = written(renewed, LeaseFacts("db-1", (), "8"), NOW + timedelta(seconds=11))
+    assert not moved.renewed and held_for(moved, NOW + timedelta(seconds=12)) == 1

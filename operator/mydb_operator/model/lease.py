@@ -41,13 +41,18 @@ class LeaseFacts:
 
 @dataclass(frozen=True)
 class LeaseSighting:
-    """The Lease as this operator last read it, since when it has named its holder, and since when it has not
+    """The Lease as this operator last read it, since when it has named its holder, since when it has not
     changed (the operator's own clock: client-go's leader election judges a lease by when it saw it change,
-    never by a time written in it). The holder's renewals change the Lease, not the holder's moment."""
+    never by a time written in it), and whether its holder was seen renewing it. The holder's renewals change
+    the Lease, not the holder's moment."""
 
     facts: LeaseFacts | None
     holder_since: datetime
     changed_at: datetime
+    # A read found a version this operator did not write, under the same holder: the holder renews it. Until
+    # then, a Lease that stands still says nothing (a simulated pod, a pod without lease.pl, a holder that never
+    # started, or an operator that started since).
+    renewed: bool = False
 
 
 def lease_members(release: str, count: int, pods: Iterable[dict[str, Any]]) -> tuple[str, ...]:
@@ -71,13 +76,21 @@ def parse_lease(lease: dict[str, Any] | None) -> LeaseFacts | None:
 
 def seen(before: LeaseSighting | None, facts: LeaseFacts | None, now: datetime) -> LeaseSighting:
     """The sighting after reading FACTS at NOW: the same holder keeps the moment it was first seen, the same
-    resourceVersion the moment it was."""
+    resourceVersion the moment it was; another version under the same holder is its renewal."""
     known = before.facts if before is not None else None
-    if before is None or known is None or facts is None:
+    if before is None or known is None or facts is None or known.holder != facts.holder:
         return LeaseSighting(facts, now, now)
-    since = before.holder_since if known.holder == facts.holder else now
-    changed = before.changed_at if known.resource_version == facts.resource_version else now
-    return LeaseSighting(facts, since, changed)
+    if known.resource_version == facts.resource_version:
+        return before
+    return LeaseSighting(facts, before.holder_since, now, renewed=True)
+
+
+def written(before: LeaseSighting | None, facts: LeaseFacts, now: datetime) -> LeaseSighting:
+    """The sighting after this operator wrote FACTS at NOW: no renewal of anyone's, the same holder's moment kept."""
+    known = before.facts if before is not None else None
+    if before is None or known is None or known.holder != facts.holder:
+        return LeaseSighting(facts, now, now)
+    return LeaseSighting(facts, before.holder_since, now, renewed=before.renewed)
 
 
 def held_for(sighting: LeaseSighting | None, now: datetime) -> float:

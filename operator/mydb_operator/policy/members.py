@@ -50,6 +50,7 @@ class Members:
     lease: LeaseFacts | None = None
     lease_held: float = 0.0
     lease_still: float = 0.0  # seconds the lease has not changed (its holder renews it every few seconds)
+    lease_renewed: bool = False  # this operator saw the lease's holder renew it (model/lease.LeaseSighting)
     lease_members: tuple[str, ...] = ()  # the database's pods, as the lease should name them ((): no lease kept)
 
     @property
@@ -172,13 +173,13 @@ def recovering_in_place(probe: Probe | None) -> bool:
 
 
 def silent(members: Members, name: str) -> bool:
-    """NAME holds the primary lease, has not renewed it for STILL_SECONDS, its server did not answer this pass,
-    and no replica that did says it streams from it: its node is lost or cut off, whatever the API still says
-    of its pod (the kubelet that would say it is not ready is gone or cut off with it). A server that answers,
-    or says it recovers, is not silent; an operator cut off from the server alone sees the lease renewed; a
-    primary cut off from the operator and the API server but not from its replicas serves them (and its
-    clients beside them), and they vouch for it (the chart's lease.pl): Patroni too promotes no replica while
-    the leader answers its peers."""
+    """NAME holds the primary lease and was seen renewing it, but has not for STILL_SECONDS, its server did not
+    answer this pass, and no replica that did says it streams from it: its node is lost or cut off, whatever the
+    API still says of its pod (the kubelet that would say it is not ready is gone or cut off with it). A server
+    that answers, or says it recovers, is not silent; an operator cut off from the server alone sees the lease
+    renewed; a primary cut off from the operator and the API server but not from its replicas serves them (and
+    its clients beside them), and they vouch for it (the chart's lease.pl): Patroni too promotes no replica
+    while the leader answers its peers."""
     probe = members.probes.get(name)
     lease = members.lease
     return (
@@ -186,6 +187,7 @@ def silent(members: Members, name: str) -> bool:
         and not recovering_in_place(probe)
         and lease is not None
         and lease.holder == name
+        and members.lease_renewed
         and members.lease_still >= STILL_SECONDS
         and not streamed_from(members, name)
     )

@@ -141,6 +141,8 @@ def silence_recheck(members: Members) -> float | None:
     target, lease = members.primary, members.lease
     if not isinstance(members.probes.get(target), Unreachable) or lease is None or lease.holder != target:
         return None
+    if not members.lease_renewed:
+        return None  # never seen renewed (a simulated pod's, say): its stillness says nothing
     return max(RECHECK_SECONDS, STILL_SECONDS - members.lease_still + 0.5)
 
 

@@ -17,7 +17,7 @@ from ..desired.lease import lease_body
 from ..desired.record import record_configmap
 from ..instances import commands
 from ..model.instances import Probe
-from ..model.lease import LeaseFacts, LeaseSighting, held_for, parse_lease, seen, still_for
+from ..model.lease import LeaseFacts, LeaseSighting, held_for, parse_lease, seen, still_for, written
 from ..model.pods import role_label
 from ..model.record import FAILOVER, REBUILT, SWITCHOVER, PrimaryRecord, recorded_primary
 from ..model.sighting import Sighting, latest, sighting_of
@@ -183,7 +183,7 @@ class Pass:
             await self.read_lease(self.lease_members)
             known = self.lease.facts if self.lease is not None else None
             version = await self.write_lease(action, known, now)
-        self.lease = self.watch.lease = seen(self.lease, LeaseFacts(action.holder, action.members, version), now)
+        self.lease = self.watch.lease = written(self.lease, LeaseFacts(action.holder, action.members, version), now)
         if known is None or known.holder != action.holder:
             log.info("%s/%s: the primary lease names %s", self.namespace, self.name, action.holder)
 
@@ -242,6 +242,7 @@ class Pass:
             lease=self.lease.facts if self.lease is not None else None,
             lease_held=held_for(self.lease, now),
             lease_still=still_for(self.lease, now),
+            lease_renewed=self.lease is not None and self.lease.renewed,
             lease_members=self.lease_members,
         )
 
