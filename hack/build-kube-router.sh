@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real node's NetworkPolicy engine, once, into the cache
+# Builds the real nodes' NetworkPolicy engine, once, into the cache
 # build-tools.sh uses (a folder of its own, so adding it rebuilt no other tool):
 #
 #   ${MYDB_CACHE:-~/.cache/mydb-operator}/bin/kube-router-<hash>/kube-router

@@ -29,7 +29,7 @@ APP_VERSION="$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv
   "${REPO}/pyproject.toml")"
 
 step "operator in the cluster: helm upgrade --install ${RELEASE} oci://${REGISTRY}/charts/mydatabase-operator"
-# Its pod and the databases it manages run on the real node (the platform
+# Its pod and the databases it manages run on the real nodes (the platform
 # config of examples/platform-local-node.yaml, pointed at this registry).
 VALUES="$(mktemp)"
 trap 'rm -f "${VALUES}"' EXIT
@@ -167,5 +167,5 @@ the operator Deployment ${OPERATOR_NS}/${RELEASE} and production-db's three Post
 To stop it:
   python3 hack/cluster.py stop           # pause: every process stops, the data stays; make demo resumes it
   make cluster-down                      # stop everything the demo started and remove its data (images stay cached)
-make test runs on a cluster of its own; it pauses this one while it has the real node and resumes it after.
+make test runs on a cluster of its own; it pauses this one while it has the real nodes and resumes it after.
 EOM

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the real node and the image builds take from Debian, only
+# Installs what the real nodes and the image builds take from Debian, only
 # when something is missing; a second run does nothing.
 #
 #   containerd                  the container runtime (containerd 1.6 from Debian: the kubelet accepts it)
