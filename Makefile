@@ -97,7 +97,7 @@ bench: venv tools $(VENV)/.bench-installed ## benchmark: N databases at once vs 
 bench-real-node: venv tools $(VENV)/.bench-installed ## the seed on the real node: the operator against the floor, apply to Ready (after make demo; docs/benchmarks.md)
 	$(PY) -m bench.real_node
 
-bench-failover: venv tools $(VENV)/.bench-installed ## failover and switchover on the real node: how long writes stop (after make demo; docs/high-availability.md)
+bench-failover: venv tools $(VENV)/.bench-installed ## failover, switchover and node faults on the real nodes: how long writes stop (after make demo; docs/high-availability.md)
 	$(PY) -m bench.failover
 
 bench-archive: venv tools $(VENV)/.bench-installed ## the continuous archive on the real node: its lag (the recovery point objective) and a restore's time (after make demo; docs/backups.md)

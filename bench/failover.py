@@ -246,6 +246,13 @@ def main(argv: list[str] | None = None) -> None:
         "--kinds", default="hang,delete,lost,switchover,cutoff,nodelost", help="which kinds, comma-separated"
     )
     parser.add_argument("--out", default=str(REPO / "bench-results"), help="folder for the JSON results")
+    parser.add_argument(
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a PostgreSQL parameter of the database (spec.postgresql.parameters), to try a setting; repeated",
+    )
     ctx = parser.parse_args(argv)
     cluster_dir = Path(os.environ.get("MYDB_CLUSTER_DIR", REPO / ".cluster"))
     registry = f"127.0.0.1:{os.environ.get('MYDB_CLUSTER_PORT_BASE', '16400')}"
@@ -278,6 +285,9 @@ def main(argv: list[str] | None = None) -> None:
             "metadata": {"name": NAME},
             "spec": {"replicas": 3, "version": seed["spec"]["version"], "storage": "1Gi"},
         }
+        if ctx.parameter:
+            parameters = dict(item.split("=", 1) for item in ctx.parameter)
+            body["spec"]["postgresql"] = {"parameters": parameters}
         cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(body))
         settled(cluster, namespace)
         for number in range(1, ctx.trials + 1):
