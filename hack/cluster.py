@@ -547,21 +547,23 @@ def cmd_node(args: argparse.Namespace) -> None:
     current = node.fault(target)
     if args.action != "back" and current:
         raise SystemExit(f"{target.name} is {current} already: `node back {args.node}` first")
-    bins = bin_dir()
-
-    def admin(*words: str, stdin: str | None = None) -> str:
-        return kubectl(bins, *words, stdin=stdin)
-
+    # The faults act at once: the binaries (a build cache's check) only for what needs them.
     if args.action == "lose":
         node.lose(target)
     elif args.action == "freeze":
         node.freeze(target)
     elif args.action == "cut":
         node.cut_off(target)
-    elif args.action == "drain":
-        node.drain(target, admin)
     else:
-        node.bring_back(target, node_policies.binary(), bins, admin)
+        bins = bin_dir()
+
+        def admin(*words: str, stdin: str | None = None) -> str:
+            return kubectl(bins, *words, stdin=stdin)
+
+        if args.action == "drain":
+            node.drain(target, admin)
+        else:
+            node.bring_back(target, node_policies.binary(), bins, admin)
 
 
 def cmd_sa_kubeconfig(args: argparse.Namespace) -> None:
